@@ -1,0 +1,19 @@
+"""Conformance kit for ``pjit_double``: jit with input and output sharding.
+
+Importing this package is cheap and never starts JAX's backend, so the pytest
+plug-in can make the forced host devices first.  The pieces, in the order the
+data flows from ``--impl`` to a verdict:
+
+* ``loader``      -- turns ``--impl MODULE:ATTR`` into a callable
+* ``devices``     -- makes the forced CPU devices before the backend starts
+* ``strategies``  -- Hypothesis strategies for lengths, values, dtypes, meshes
+* ``contract``    -- the target layout and the dtype domain of each contract
+* ``calls``       -- calls the implementation (timeouts, compile counting)
+* ``oracle``      -- the value oracle (what "doubled" means bit for bit)
+* ``jit_probe``   -- finds the jit equation and its shardings in a jaxpr
+* ``checks``      -- the registry of checks, each with a stable ID
+* ``report``      -- failure messages, the Markdown table and the JSON report
+* ``plugin``      -- the pytest plug-in that wires the above together
+"""
+
+__version__ = "0.1.0"

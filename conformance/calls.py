@@ -1,0 +1,116 @@
+"""Calling the implementation: a time limit on every call, and compile counting.
+
+Every call runs on one long-lived daemon thread so that a call that never
+returns (think of a collective that deadlocks) can be abandoned: the check
+fails with ``ImplementationHung`` and, because a hung implementation may hold
+locks or devices, it is never called again in this session -- every later
+call fails at once with the same error, so Hypothesis cannot shrink through
+repeated hangs and the run ends within a few timeouts.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jax import monitoring
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class ImplementationHung(Exception):
+    """A call did not return within --call-timeout."""
+
+
+@dataclass
+class Outcome:
+    """What one call did: its result or exception, and what it cost."""
+
+    result: Any = None
+    error: BaseException | None = None
+    compiles: int = 0
+    seconds: float = 0.0
+
+
+class _CompileCounter:
+    """Counts XLA backend compiles, from a jax.monitoring listener."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event: str, duration: float, **_: Any) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            self.count += 1
+
+
+_COUNTER: _CompileCounter | None = None
+
+
+def compile_counter() -> _CompileCounter:
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = _CompileCounter()
+    return _COUNTER
+
+
+@dataclass
+class Stats:
+    """Totals for the run's timing summary."""
+
+    calls: int = 0
+    compiles: int = 0
+    seconds_in_impl: float = 0.0
+
+
+@dataclass
+class Runner:
+    """Runs functions on the worker thread, each bounded by ``timeout`` seconds."""
+
+    timeout: float
+    stats: Stats = field(default_factory=Stats)
+    hung: str | None = None  # what hung, once something has
+    _jobs: queue.Queue[Any] = field(default_factory=queue.Queue)
+    _thread: threading.Thread | None = None
+
+    def _serve(self) -> None:
+        while True:
+            fn, box, done = self._jobs.get()
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # noqa: BLE001 -- handed back to the caller
+                box.append((False, exc))
+            done.set()
+
+    def run(self, what: str, fn: Callable[[], Any]) -> Outcome:
+        """Run ``fn`` on the worker; raise ImplementationHung past the timeout."""
+        if self.hung is not None:
+            raise ImplementationHung(
+                f"not called: the implementation hung earlier in this session ({self.hung}) "
+                f"and is not called again")
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="conformance-impl", daemon=True)
+            self._thread.start()
+        counter = compile_counter()
+        box: list[tuple[bool, Any]] = []
+        done = threading.Event()
+        before = counter.count
+        start = time.perf_counter()
+        self._jobs.put((fn, box, done))
+        if not done.wait(self.timeout):
+            self.hung = f"{what} did not return within {self.timeout:g} s"
+            raise ImplementationHung(
+                f"{what} did not return within --call-timeout={self.timeout:g} s. Does it wait "
+                f"for something that never comes (a lock, a queue, a collective that other "
+                f"devices or processes never join)? It will not be called again in this session.")
+        seconds = time.perf_counter() - start
+        compiles = counter.count - before
+        self.stats.calls += 1
+        self.stats.compiles += compiles
+        self.stats.seconds_in_impl += seconds
+        ok, value = box[0]
+        return Outcome(value if ok else None, None if ok else value, compiles, seconds)

@@ -1,0 +1,431 @@
+"""The checks, one function each, registered under their stable IDs.
+
+Each body gets the session ``kit`` and one drawn ``case`` and raises through
+``kit.fail`` with what was expected, what came and a hint.  Defects are named
+once: the values check does not judge the dtype, the dtype check does not
+judge values, and so on, so a broken implementation fails in the check whose
+ID says what is wrong.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import strategies as st
+from jax.sharding import Mesh
+
+from conformance import jit_probe, oracle
+from conformance import strategies as cst
+from conformance.case import Case, describe_mesh, make_input
+from conformance.contract import DATA_AXIS, Contract, data_axis_size, default_mesh, target_sharding
+from conformance.registry import FULL_ONLY, Inconclusive, check
+
+# ---------------------------------------------------------------------------
+# Small helpers shared by several checks
+
+
+def _devices(sharding: Any) -> list[int]:
+    return sorted(int(d.id) for d in sharding.device_set)
+
+
+def _shard_map(array: Any) -> dict[int, tuple[int, int]]:
+    """Device id -> (start, stop) of the vector's shard on it."""
+    n = array.shape[0]
+    return {int(s.device.id): s.index[0].indices(n)[:2] for s in array.addressable_shards}
+
+
+def _target_shards(case: Case) -> dict[int, tuple[int, int]]:
+    target = target_sharding(case.mesh)
+    return {int(d.id): idx[0].indices(case.n)[:2]
+            for d, idx in target.addressable_devices_indices_map((case.n,)).items()}
+
+
+def _require_array(kit: Any, case: Case, result: Any) -> None:
+    if not isinstance(result, jax.Array):
+        kit.fail("the result is not a jax.Array, so it has no layout to check", case,
+                 expected="a jax.Array", got=f"{type(result).__module__}.{type(result).__qualname__}",
+                 hint="return the jitted function's output itself, not np.asarray(...) or a Python list")
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else a
+
+
+def _assert_intact(kit: Any, case: Case, x: Any) -> None:
+    """The caller's x is neither deleted nor changed by the call."""
+    if isinstance(x, jax.Array) and x.is_deleted():
+        kit.fail("the caller's x was deleted by the call", case, expected="x still usable after the call",
+                 got="x.is_deleted() is True",
+                 hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
+                      "the caller still owns x")
+    now = np.asarray(x)
+    if now.dtype != case.dtype or not np.array_equal(_bits(now), _bits(case.values)):
+        i = int(np.flatnonzero(_bits(now) != _bits(case.values))[0]) if now.shape == case.values.shape else 0
+        kit.fail("the caller's x was changed by the call", case,
+                 expected=f"x[{i}] = {oracle.show(case.values[i])}", got=f"x[{i}] = {oracle.show(now[i])}",
+                 hint="do not write into the input (in-place NumPy ops on np.asarray(x), donation)")
+
+
+def _check_values(kit: Any, case: Case, result: Any) -> None:
+    """Values only: shape first (nothing to compare otherwise), dtype left to dtype.preserved."""
+    got = np.asarray(result)
+    if got.shape != (case.n,):
+        kit.fail("the result has the wrong shape, so its values cannot be compared", case,
+                 expected=f"shape ({case.n},)", got=f"shape {got.shape}")
+    if got.dtype != case.dtype:
+        got = got.astype(case.dtype)  # a wrong dtype is dtype.preserved's finding
+    bad = oracle.first_mismatch(case.values, got)
+    if bad is None:
+        return
+    hint = "doubling is exact in every dtype: compute 2 * x (or x + x) in the input's own dtype"
+    if np.array_equal(_bits(got), _bits(case.values)):
+        hint = "the result equals the input: nothing was doubled"
+    elif oracle.is_float(case.dtype) or case.dtype.kind == "c":
+        finite = np.isfinite(case.values.astype(np.complex128 if case.dtype.kind == "c" else np.float64))
+        if not finite[bad.index]:
+            hint = "special values (NaN, +/-inf) are not doubled as IEEE arithmetic doubles them"
+        elif bad.count < case.n:
+            hint = (f"only some elements are wrong ({bad.count} of {case.n}): look at magnitudes, signs, "
+                    f"zeros, or rounding through a narrower type")
+    kit.fail(f"result values are not the input doubled ({bad.count} of {case.n} elements differ)", case,
+             expected=f"result[{bad.index}] = 2 * {bad.input} = {bad.expected}",
+             got=f"result[{bad.index}] = {bad.got}", hint=hint)
+
+
+def _layout_hint(case: Case, result: Any) -> str:
+    target = target_sharding(case.mesh)
+    got_ids, want_ids = _devices(result.sharding), _devices(target)
+    if got_ids != want_ids:
+        if case.mesh is None and len(got_ids) == 1:
+            return (f"result lies on device {got_ids[0]}; the target is the first device, "
+                    f"jax.devices()[:1] -- did you pick another device (jax.devices()[-1:])?")
+        if case.mesh is None:
+            return (f"result lies on devices {got_ids}; with no mesh the target is the first device "
+                    f"only -- did you build the mesh from all of jax.devices()?")
+        return (f"result lies on devices {got_ids} but the mesh holds devices {want_ids}: "
+                f"build the sharding from the mesh you were given")
+    spec = getattr(result.sharding, "spec", None)
+    if spec is not None and tuple(spec) != (DATA_AXIS,):
+        return (f"the result's partition spec is {spec}; the target is PartitionSpec('data') "
+                f"(shard the vector over the 'data' axis, replicate over the others)")
+    return ("the right devices but not in the mesh's order: shards must follow mesh.devices "
+            "(did you sort devices or rebuild the mesh?)")
+
+
+def _check_layout(kit: Any, case: Case, result: Any) -> None:
+    _require_array(kit, case, result)
+    target = target_sharding(case.mesh)
+    if not result.sharding.is_equivalent_to(target, 1):
+        kit.fail("the result does not have the requested layout", case,
+                 expected=f"a sharding equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))",
+                 got=repr(result.sharding), hint=_layout_hint(case, result))
+
+
+def _flip_bits(values: np.ndarray) -> np.ndarray:
+    """Other values of the same shape and dtype: every bit inverted."""
+    return (~_bits(values)).view(values.dtype) if values.size else values.copy()
+
+
+# ---------------------------------------------------------------------------
+# Strategies per check: what each one needs to see, and no more.
+
+def _any(contract: Contract) -> st.SearchStrategy[Case]:
+    return cst.cases(contract=contract)
+
+
+def _float32(contract: Contract) -> st.SearchStrategy[Case]:
+    return cst.cases(contract=contract, dtypes_from=["float32"])
+
+
+def _default_mesh(contract: Contract) -> st.SearchStrategy[Case]:
+    if contract is Contract.SEED:
+        return cst.cases(contract=contract)
+    return cst.cases(contract=contract, mesh_args=("omit", "none"))
+
+
+def _explicit_mesh(contract: Contract) -> st.SearchStrategy[Case]:
+    return cst.cases(contract=contract, mesh_args=("mesh",))
+
+
+def _placed(contract: Contract) -> st.SearchStrategy[Case]:
+    return cst.cases(contract=contract, any_placement=contract is Contract.FULL)
+
+
+def _indivisible(contract: Contract) -> st.SearchStrategy[Case]:
+    return cst.cases(contract=contract, divisible=False, any_placement=True)
+
+
+def _divisible_2d(contract: Contract) -> st.SearchStrategy[Case]:
+    if contract is Contract.SEED:
+        return cst.cases(contract=contract, dtypes_from=["float32"])
+    # Meshes where the data axis is a strict part of the mesh: a length the
+    # data axis divides but the whole mesh does not is the classic trap.
+    two_d = cst.meshes(min_size=2, ndims=(2,))
+    return st.builds(lambda c, m: dataclasses.replace(c, mesh=m, mesh_arg="mesh", values=c.values[
+        : c.n - c.n % int(m.shape[DATA_AXIS])]), cst.cases(contract=contract, mesh_args=("mesh",)), two_d)
+
+
+# ---------------------------------------------------------------------------
+# Gates
+
+_SMOKE = np.arange(8, dtype=np.float32) * np.float32(0.5)
+
+
+@check("call.smoke", "pjit_double(x) returns for a small float32 vector (gate)", gate=True)
+def call_smoke(kit: Any, _: Case | None) -> None:
+    case = Case(_SMOKE.copy())
+    x, outcome = kit.call(case)
+    if outcome.error is not None:
+        kit.fail_raised(case, outcome.error)
+
+
+@check("api.mesh-keyword", "pjit_double accepts mesh=None and mesh=<Mesh> by keyword (gate)",
+       contracts=FULL_ONLY, gate=True)
+def api_mesh_keyword(kit: Any, _: Case | None) -> None:
+    for mesh_arg, mesh in (("none", None), ("mesh", default_mesh())):
+        case = Case(_SMOKE.copy(), mesh, mesh_arg)
+        _, outcome = kit.call(case)
+        if outcome.error is not None:
+            error = f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0]
+            kit.fail("the call with the mesh keyword raised: `mesh` is not supported", case,
+                     expected="pjit_double(x, *, mesh=None) to accept a mesh by keyword", got=error,
+                     hint="the full contract passes mesh=...; to check the exercise as written, "
+                          "run with --contract seed")
+
+
+# ---------------------------------------------------------------------------
+# Result type, dtype, values
+
+@check("result.type", "the result is a jax.Array of shape (n,)", strategy=_any, examples=0.5)
+def result_type(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    _require_array(kit, case, result)
+    if result.shape != (case.n,):
+        kit.fail("the result has the wrong shape", case, expected=f"shape ({case.n},)",
+                 got=f"shape {result.shape}", hint="doubling keeps the shape: no reshape, padding or slicing")
+
+
+@check("dtype.preserved", "the result has the input's dtype", strategy=_any)
+def dtype_preserved(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    got = np.dtype(getattr(result, "dtype", np.asarray(result).dtype))
+    if got != case.dtype:
+        hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
+        if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
+            hint = ("the result was widened: multiply by a Python 2 (weakly typed) or cast back "
+                    "with .astype(x.dtype); check jax_enable_x64 is not switched on")
+        kit.fail("the result's dtype is not the input's", case, expected=str(case.dtype), got=str(got), hint=hint)
+
+
+@check("values.float32", "float32 values are doubled exactly (specials, all lengths)",
+       strategy=_float32, examples=2)
+def values_float32(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    _check_values(kit, case, result)
+
+
+@check("values.all-dtypes", "every dtype in the domain is doubled exactly (integers wrap)",
+       contracts=FULL_ONLY, strategy=_any, examples=2)
+def values_all_dtypes(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    _check_values(kit, case, result)
+
+
+# ---------------------------------------------------------------------------
+# Layout
+
+@check("layout.default-device", "without a mesh the result lies on the first device, P('data')",
+       strategy=_default_mesh)
+def layout_default_device(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    _check_layout(kit, case, result)
+
+
+@check("layout.mesh", "with a mesh the result is NamedSharding(mesh, P('data'))",
+       contracts=FULL_ONLY, strategy=_explicit_mesh)
+def layout_mesh(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    _check_layout(kit, case, result)
+
+
+@check("layout.shards", "each addressable shard lies on its device and covers its index range",
+       strategy=_any)
+def layout_shards(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)
+    _require_array(kit, case, result)
+    got, want = _shard_map(result), _target_shards(case)
+    if got != want:
+        wrong = sorted(set(got.items()) ^ set(want.items()))[0][0]
+        kit.fail("the result's shards are not where the target layout puts them", case,
+                 expected=f"shards {dict(sorted(want.items()))} (device id -> [start, stop))",
+                 got=f"shards {dict(sorted(got.items()))}",
+                 hint=f"device {wrong} first differs; " + _layout_hint(case, result))
+
+
+# ---------------------------------------------------------------------------
+# Divisibility
+
+@check("divisibility.error", "a length the data axis does not divide raises ValueError, x intact",
+       contracts=FULL_ONLY, strategy=_indivisible)
+def divisibility_error(kit: Any, case: Case) -> None:
+    x, outcome = kit.call(case)
+    size = data_axis_size(case.mesh)
+    if outcome.error is None:
+        result = outcome.result
+        kit.fail("no error for a length the data axis does not divide", case,
+                 expected=f"ValueError: length {case.n} is not divisible by the data axis size {size}",
+                 got=f"a result of shape {getattr(result, 'shape', '?')} with "
+                     f"{getattr(result, 'sharding', type(result).__name__)}",
+                 hint="shard with NamedSharding(mesh, P('data')) as jit's in_shardings: an equal "
+                      "partition is impossible here, and JAX says so (padding or replicating hides it)")
+    if not isinstance(outcome.error, ValueError):
+        kit.fail("the wrong exception for a length the data axis does not divide", case,
+                 expected="a ValueError (JAX's IndivisibleError is one)",
+                 got=f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0][:300],
+                 hint="let JAX's own error through, or raise ValueError naming the length and axis size")
+    _assert_intact(kit, case, x)
+
+
+@check("divisibility.no-false-error", "lengths the data axis divides never raise (only 'data' counts)",
+       strategy=_divisible_2d)
+def divisibility_no_false_error(kit: Any, case: Case) -> None:
+    _, result = kit.result(case)  # an exception here fails with the divisibility hint
+    _check_values(kit, case, result)
+
+
+# ---------------------------------------------------------------------------
+# JIT with the requested shardings
+
+_TRACER_ERRORS = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
+                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+@check("jit.shardings", "the result comes out of jax.jit with in/out shardings = the target layout",
+       strategy=_placed)
+def jit_shardings(kit: Any, case: Case) -> None:
+    x = make_input(case)
+    impl, kwargs = kit.impl, case.mesh_kwargs()
+    outcome = kit.runner.run("tracing pjit_double with jax.make_jaxpr",
+                             lambda: jax.make_jaxpr(lambda v: impl(v, **kwargs))(x))
+    if outcome.error is not None:
+        error = outcome.error
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        if isinstance(error, _TRACER_ERRORS):
+            kit.fail("pjit_double pulls x's values to the host, so its doubling is not one jitted "
+                     "computation", case, expected="a function jax.make_jaxpr can trace", got=text,
+                     hint="np.asarray(x), float(x[i]) or `if x...` on values need concrete data; "
+                          "jax.jit with in_shardings/out_shardings does not")
+        raise Inconclusive(f"jax.make_jaxpr could not trace the implementation ({text}); an "
+                           f"ahead-of-time compiled executable cannot be traced, so whether it "
+                           f"used the requested shardings cannot be seen")
+    jaxpr = outcome.result
+    target = target_sharding(case.mesh)
+    chain = jit_probe.output_chain(jaxpr)
+    if any(jit_probe.is_layout(c.in_sharding, target) and jit_probe.is_layout(c.out_sharding, target)
+           for c in chain):
+        return
+    want = f"in_shardings and out_shardings equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))"
+    if not chain:
+        elsewhere = list(jit_probe.jit_calls(jaxpr))
+        got = ("no jit call at all: " + ", ".join(sorted({e.primitive.name for e in jaxpr.eqns})[:8])
+               if not elsewhere else f"jit calls ({', '.join(c.name for c in elsewhere)}), but the result "
+                                     f"is not their output")
+        kit.fail("the result is not computed by jax.jit", case, expected=want, got=got,
+                 hint="eager ops and jax.device_put give the right numbers but are not compiled with the "
+                      "requested shardings: use jax.jit(f, in_shardings=s, out_shardings=s) and return its "
+                      "output as it is")
+    inner = chain[-1]
+    kit.fail("jax.jit was not given the target layout", case, expected=want,
+             got=f"in_shardings={jit_probe.describe(inner.in_sharding)}, "
+                 f"out_shardings={jit_probe.describe(inner.out_sharding)}",
+             hint="pass NamedSharding(mesh, PartitionSpec('data')) as both in_shardings and out_shardings")
+
+
+# ---------------------------------------------------------------------------
+# Hygiene
+
+@check("hygiene.input-intact", "the caller's x is neither deleted nor changed", strategy=_placed)
+def hygiene_input_intact(kit: Any, case: Case) -> None:
+    x, _ = kit.result(case)
+    _assert_intact(kit, case, x)
+
+
+def _other_mesh(case: Case) -> Mesh:
+    """A mesh of the same shape as the case's, on other devices or in another order."""
+    if case.mesh is None or case.mesh.devices.size == 1:
+        return Mesh(np.array(jax.devices()[-1:]), (DATA_AXIS,))
+    return Mesh(case.mesh.devices[::-1, ...] if case.mesh.devices.ndim == 1
+                else case.mesh.devices[::-1, ::-1], case.mesh.axis_names)
+
+
+@check("hygiene.no-stale-results", "later calls never get an earlier call's result back", strategy=_any)
+def hygiene_no_stale_results(kit: Any, case: Case) -> None:
+    follow_ups = [dataclasses.replace(case, values=_flip_bits(case.values))]  # same shape/dtype/mesh
+    if kit.contract is Contract.FULL:
+        follow_ups.append(dataclasses.replace(follow_ups[0], mesh=_other_mesh(case), mesh_arg="mesh"))
+        other = np.dtype("int32") if case.dtype != np.dtype("int32") else np.dtype("float32")
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf cast to int32: any value will do
+            follow_ups.append(dataclasses.replace(case, values=case.values.astype(other)))
+    _, first = kit.result(case)
+    _check_values(kit, case, first)
+    for later in follow_ups:
+        _, result = kit.result(later)
+        _check_values(kit, later, result)
+        _check_layout(kit, later, result)
+        if np.dtype(result.dtype) != later.dtype:
+            kit.fail("a later call came back with an earlier call's dtype", later,
+                     expected=str(later.dtype), got=str(result.dtype),
+                     hint="a cache keyed on too little (the length only?) hands back the wrong function")
+
+
+def _global_state() -> dict[str, str]:
+    state = {name: repr(value) for name, value in jax.config.values.items()}
+    state["jax.sharding.get_abstract_mesh()"] = repr(jax.sharding.get_abstract_mesh())
+    state["jax.sharding.get_mesh()"] = repr(jax.sharding.get_mesh())
+    return state
+
+
+@check("hygiene.global-state", "a call leaves JAX's configuration and mesh context as it found them",
+       strategy=_any, examples=0.5)
+def hygiene_global_state(kit: Any, case: Case) -> None:
+    before = kit.runner.run("reading JAX's configuration", _global_state).result
+    kit.result(case)
+    after = kit.runner.run("reading JAX's configuration", _global_state).result
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        name = changed[0]
+        kit.fail(f"the call changed global state ({len(changed)} setting(s): {', '.join(changed[:5])})", case,
+                 expected=f"{name} = {before.get(name)}", got=f"{name} = {after.get(name)}",
+                 hint="use context managers (with jax.default_device(...), with jax.set_mesh(...)) or "
+                      "pass shardings explicitly; never jax.config.update inside the function")
+
+
+# ---------------------------------------------------------------------------
+# Inputs and compilation (full contract)
+
+@check("inputs.placements", "NumPy, uncommitted, single-device and sharded inputs are all accepted",
+       contracts=FULL_ONLY, strategy=lambda contract: cst.cases(contract=contract, any_placement=True))
+def inputs_placements(kit: Any, case: Case) -> None:
+    x, result = kit.result(case)
+    _check_values(kit, case, result)
+    _check_layout(kit, case, result)
+    _assert_intact(kit, case, x)
+
+
+@check("compile.once", "a second call with the same shape, dtype and mesh compiles nothing",
+       contracts=FULL_ONLY, strategy=_placed, examples=0.5)
+def compile_once(kit: Any, case: Case) -> None:
+    again = dataclasses.replace(case, values=_flip_bits(case.values))
+    x_first, x_again = make_input(case), make_input(again)  # made before counting
+    kit.result(case, x_first)
+    _, outcome = kit.call(again, x_again)
+    if outcome.error is not None:
+        kit.fail_raised(again, outcome.error)
+    if outcome.compiles:
+        kit.fail("the second call with the same shape, dtype and mesh compiled again", again,
+                 expected="0 backend compiles", got=f"{outcome.compiles} backend compile(s)",
+                 hint="build the jitted function once per mesh and reuse it; a new lambda or a new "
+                      "jax.jit(...) per call recompiles every time")

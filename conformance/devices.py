@@ -1,0 +1,51 @@
+"""Forced host devices: make N CPU devices before JAX's backend starts.
+
+JAX reads the device count once, when its backend starts (the first
+``jax.devices()`` or array operation; importing jax does not start it).  The
+kit therefore sets ``jax_num_cpu_devices`` as early as it can and afterwards
+checks that it really got N devices: testing on fewer devices than asked for
+would silently skip every multi-device mesh, so that is an error instead.
+
+The user's XLA_FLAGS are left as they are: the JAX option takes precedence
+over ``--xla_force_host_platform_device_count`` and touches no other flag.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+DEFAULT_DEVICES = 8
+
+
+class DeviceSetupError(RuntimeError):
+    """The kit cannot get the device count it was asked for."""
+
+
+def backend_started() -> bool:
+    from jax._src import xla_bridge  # no public spelling of this question
+
+    return bool(xla_bridge.backends_are_initialized())
+
+
+def ensure_host_devices(count: int) -> list[jax.Device]:
+    """Return exactly ``count`` devices, making them if the backend is not up yet."""
+    if count < 1:
+        raise DeviceSetupError(f"--devices must be at least 1, got {count}")
+    if not backend_started():
+        if "JAX_PLATFORMS" not in os.environ:
+            # The kit tests sharding on forced *host* devices; an accelerator
+            # would bring its own, different device count.
+            jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_num_cpu_devices", count)
+    devices = jax.devices()
+    if len(devices) != count:
+        raise DeviceSetupError(
+            f"the kit needs {count} devices but JAX's backend is already running with "
+            f"{len(devices)} ({devices[0].platform}); something started it before the kit "
+            f"could set the count (a conftest or plug-in that calls jax.devices() or makes "
+            f"an array at import time). Remove that, or run with --devices {len(devices)}, "
+            f"or set XLA_FLAGS=--xla_force_host_platform_device_count={count} before pytest starts."
+        )
+    return devices

@@ -1,0 +1,91 @@
+"""Find out from the jaxpr whether the implementation went through jax.jit.
+
+Values cannot show that an implementation compiled its doubling with the
+requested shardings: an eager ``2 * jax.device_put(x, s)`` gives the same
+numbers and even the same layout.  Tracing can: a call through ``jax.jit``
+leaves an equation of the jit primitive (named ``pjit`` before JAX 0.7)
+whose ``in_shardings``/``out_shardings`` are the ones it was given, with
+``UnspecifiedValue`` where none were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from jax.extend import core as jax_core
+from jax.sharding import Sharding
+
+JIT_PRIMITIVES = ("jit", "pjit")
+
+
+@dataclass(frozen=True)
+class JitCall:
+    """One jit equation: the shardings it gives the vector on the way in and out."""
+
+    name: str
+    in_sharding: Any
+    out_sharding: Any
+    depth: int
+
+
+def _subjaxprs(params: dict[str, Any]) -> Iterator[Any]:
+    for value in params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, jax_core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, jax_core.Jaxpr):
+                yield item
+
+
+def jit_calls(jaxpr: Any, depth: int = 0) -> Iterator[JitCall]:
+    """Every jit equation whose first input and first output are vectors, at any depth."""
+    if isinstance(jaxpr, jax_core.ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in JIT_PRIMITIVES:
+            ins = [(v, s) for v, s in zip(eqn.invars, eqn.params["in_shardings"])
+                   if getattr(v.aval, "ndim", 0) == 1]
+            outs = [(v, s) for v, s in zip(eqn.outvars, eqn.params["out_shardings"])
+                    if getattr(v.aval, "ndim", 0) == 1]
+            if ins and outs:
+                yield JitCall(str(eqn.params.get("name", "?")), ins[0][1], outs[0][1], depth)
+        for sub in _subjaxprs(eqn.params):
+            yield from jit_calls(sub, depth + 1)
+
+
+def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
+    """The jit equations that produce output ``index``, outermost first.
+
+    Only these count: a jit with the right shardings whose result is then
+    doubled (or moved) outside of it did not compile the doubling.
+    """
+    if isinstance(jaxpr, jax_core.ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    if index >= len(jaxpr.outvars):
+        return []
+    out = jaxpr.outvars[index]
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name not in JIT_PRIMITIVES:
+            continue
+        for k, var in enumerate(eqn.outvars):
+            if var is out:
+                vectors = [s for v, s in zip(eqn.invars, eqn.params["in_shardings"])
+                           if getattr(v.aval, "ndim", 0) == 1]
+                call = JitCall(str(eqn.params.get("name", "?")), vectors[0] if vectors else None,
+                               eqn.params["out_shardings"][k], depth)
+                return [call, *output_chain(eqn.params["jaxpr"], k, depth + 1)]
+    return []
+
+
+def is_layout(sharding: Any, target: Sharding) -> bool:
+    """True when a jit sharding parameter is the target layout for a vector."""
+    return isinstance(sharding, Sharding) and sharding.is_equivalent_to(target, 1)
+
+
+def describe(sharding: Any) -> str:
+    name = type(sharding).__name__
+    if name == "UnspecifiedValue":
+        return "not given (UnspecifiedValue)"
+    return repr(sharding)

@@ -1,0 +1,175 @@
+"""The session: the implementation under test, its calls, and running checks.
+
+A ``Kit`` is made once per pytest session by the plug-in, after the devices
+are set up and ``--impl`` is loaded.  ``run_check`` is the one place where a
+check meets Hypothesis: it applies the gates, the profile's settings and
+``--case`` replays, and turns ``Inconclusive`` into a skip.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from conformance.calls import Outcome, Runner
+from conformance.case import Case, call_text, decode, encode, make_input
+from conformance.contract import Contract, data_axis_size
+from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
+
+# Compiles make examples slow and uneven: no deadline, no too_slow health check.
+_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+          HealthCheck.large_base_example]
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": dict(max_examples=12, deadline=None, suppress_health_check=_QUIET),
+    "ci": dict(max_examples=12, deadline=None, suppress_health_check=_QUIET, derandomize=True,
+               database=None, print_blob=True),
+    "thorough": dict(max_examples=150, deadline=None, suppress_health_check=_QUIET),
+}
+
+
+@dataclass
+class CheckRecord:
+    """What the report needs from one check beyond pass/fail."""
+
+    examples: int = 0
+    seconds: float = 0.0
+    counterexample: str | None = None
+    inconclusive: str | None = None
+
+
+@dataclass
+class Kit:
+    impl: Callable[..., Any]
+    spec: str
+    contract: Contract
+    devices: int
+    runner: Runner
+    profile: str = "default"
+    replay: str | None = None  # a --case token
+    records: dict[str, CheckRecord] = field(default_factory=dict)
+    check_id: str = ""
+    _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
+
+    # -- calling the implementation ------------------------------------------------
+    def call(self, case: Case, x: Any = None) -> tuple[Any, Outcome]:
+        """Call the implementation on ``case`` (or on the given ``x``)."""
+        if x is None:
+            x = make_input(case)
+        kwargs = case.mesh_kwargs()
+        impl = self.impl
+        return x, self.runner.run(call_text(case), lambda: impl(x, **kwargs))
+
+    def result(self, case: Case, x: Any = None) -> tuple[Any, Any]:
+        """``(x, result)``; an exception from the implementation fails the check."""
+        x, outcome = self.call(case, x)
+        if outcome.error is not None:
+            self.fail_raised(case, outcome.error)
+        return x, outcome.result
+
+    def fail_raised(self, case: Case, error: BaseException) -> NoReturn:
+        text = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        hint = "it must return the doubled vector for every input in the contract's domain"
+        if isinstance(error, TypeError) and "mesh" in str(error):
+            hint = "it does not seem to accept the mesh keyword (pjit_double(x, *, mesh=None))"
+        elif isinstance(error, ValueError) and case.n % data_axis_size(case.mesh) == 0:
+            hint = (f"the data axis has {data_axis_size(case.mesh)} device(s), which divides length {case.n}: "
+                    f"only mesh.shape['data'] counts, not every device of the mesh")
+        self.fail("the call raised an exception", case, expected="a result", got=text, hint=hint)
+
+    # -- failures ------------------------------------------------------------------
+    def fail(self, summary: str, case: Case | None, *, expected: str, got: str,
+             hint: str | None = None) -> NoReturn:
+        lines = [f"[{self.check_id}] {summary}"]
+        if case is not None:
+            lines.append(f"  input:    {case.describe()}")
+        lines += [f"  expected: {expected}", f"  got:      {got}"]
+        if hint:
+            lines.append(f"  hint:     {hint}")
+        lines.append(f"  rerun:    {self.rerun_command(case)}")
+        raise CheckFailure("\n".join(lines))
+
+    def rerun_command(self, case: Case | None) -> str:
+        args = ["python", "-m", "pytest", "--pyargs", "conformance", "--impl", self.spec,
+                "--contract", self.contract.value, "--devices", str(self.devices),
+                "--call-timeout", f"{self.runner.timeout:g}", "--check", self.check_id]
+        if case is not None:
+            args += ["--case", encode(case)]
+        return shlex.join(args)
+
+    # -- running checks ------------------------------------------------------------
+    def gate_failure(self, gate_id: str) -> CheckFailure | None:
+        """Run a gate once per session and remember its verdict."""
+        if gate_id not in self._gates:
+            previous, self.check_id = self.check_id, gate_id
+            try:
+                CHECKS[gate_id].body(self, None)
+                self._gates[gate_id] = None
+            except CheckFailure as failure:
+                self._gates[gate_id] = failure
+            finally:
+                self.check_id = previous
+        return self._gates[gate_id]
+
+    def run_check(self, check_id: str) -> None:
+        check = CHECKS[check_id]
+        self.check_id = check_id
+        record = self.records.setdefault(check_id, CheckRecord())
+        start = time.perf_counter()
+        try:
+            if self.contract not in check.contracts:
+                pytest.skip(f"not applicable: {check_id} is not in the {self.contract.value} contract")
+            if check.gate:
+                record.examples = 1
+                failure = self.gate_failure(check_id)
+                if failure is not None:
+                    raise failure
+                return
+            for gate in gates_for(self.contract):
+                if self.gate_failure(gate.id) is not None:
+                    pytest.skip(f"not run: gate check {gate.id} failed")
+            self.check_id = check_id
+            if self.replay is not None or check.strategy is None:
+                record.examples = 1
+                self._run_one(check_id, decode(self.replay) if self.replay else None)
+                return
+            self._run_hypothesis(check_id, record)
+        finally:
+            record.seconds = time.perf_counter() - start
+
+    def _run_one(self, check_id: str, case: Case | None) -> None:
+        try:
+            CHECKS[check_id].body(self, case)
+        except Inconclusive as why:
+            self.records[check_id].inconclusive = str(why)
+            pytest.skip(f"inconclusive: {why}")
+
+    def _run_hypothesis(self, check_id: str, record: CheckRecord) -> None:
+        check = CHECKS[check_id]
+        assert check.strategy is not None
+        options = dict(PROFILES.get(self.profile, PROFILES["default"]))
+        options["max_examples"] = max(1, round(options["max_examples"] * check.examples))
+        inconclusive: list[str] = []
+
+        def run_example(case: Case) -> None:
+            record.examples += 1
+            try:
+                check.body(self, case)
+            except Inconclusive as why:
+                inconclusive.append(str(why))
+            except CheckFailure:
+                record.counterexample = repr(case)
+                raise
+
+        # A distinct name per check gives each its own derandomized seed.
+        run_example.__name__ = run_example.__qualname__ = f"check_{zlib.crc32(check_id.encode())}"
+        given(check.strategy(self.contract))(settings(**options)(run_example))()
+        if inconclusive:
+            record.inconclusive = inconclusive[0]
+            pytest.skip(f"inconclusive: {inconclusive[0]}")

@@ -1,0 +1,112 @@
+"""The value oracle: what a correct doubling returns, element by element.
+
+Rules (SPEC.md, "Values"):
+* integers wrap like NumPy's ``2 * x`` in the input's own dtype;
+* floats equal the exact doubled value bit for bit (doubling is exact, so
+  overflow gives +/-inf and the sign of zero is kept), except that any NaN
+  matches any NaN, and where the input or the exact result is subnormal a zero
+  of the same sign is accepted too: XLA on CPU flushes subnormals to zero and
+  no flag turns that off;
+* complex numbers are judged component by component against the doubled
+  components; where a component of the input is inf or NaN, the result of
+  IEEE complex multiplication by ``2+0j`` is accepted as well (``2 * x`` in
+  XLA gives ``inf+nanj`` for ``inf+0j``, and that is still a doubling).
+
+Everything here is NumPy on host data, so it can be tested without JAX.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The first element where the result breaks the oracle."""
+
+    index: int
+    input: str
+    expected: str
+    got: str
+    count: int  # how many elements break the oracle in all
+
+
+def doubled(x: np.ndarray) -> np.ndarray:
+    """The exact expected result, in the input's dtype (integers wrap).
+
+    Complex numbers are doubled component by component, so that ``inf+0j``
+    doubles to ``inf+0j``.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if x.dtype.kind == "c":
+            return x + x
+        return np.multiply(x, x.dtype.type(2), dtype=x.dtype)
+
+
+def _float_info(dtype: np.dtype) -> tuple[float, np.dtype]:
+    """Smallest normal and the unsigned type of the same width, for bit views."""
+    if dtype == np.dtype(ml_dtypes.bfloat16):
+        tiny = float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_normal)
+    else:
+        tiny = float(np.finfo(dtype).smallest_normal)
+    return tiny, np.dtype(f"u{dtype.itemsize}")
+
+
+def is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+def _float_ok(x: np.ndarray, got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Element-wise verdict for real floats of one dtype."""
+    tiny, bits = _float_info(x.dtype)
+    same_bits = want.view(bits) == got.view(bits)
+    with np.errstate(invalid="ignore"):  # casting NaN payloads of narrow types warns
+        x64, want64, got64 = (a.astype(np.float64) for a in (x, want, got))
+    both_nan = np.isnan(want64) & np.isnan(got64)
+    subnormal = ((x64 != 0) & (np.abs(x64) < tiny)) | ((want64 != 0) & (np.abs(want64) < tiny))
+    flushed = subnormal & (got64 == 0) & (np.signbit(got64) == np.signbit(want64))
+    return same_bits | both_nan | flushed
+
+
+def element_ok(x: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Boolean mask: which elements of ``got`` the oracle accepts for input ``x``."""
+    if x.dtype.kind == "c":
+        with np.errstate(invalid="ignore", over="ignore"):
+            product = x * x.dtype.type(2)  # IEEE complex multiplication by 2+0j
+        verdicts = []
+        for want in (doubled(x), product):
+            parts = [_float_ok(getattr(x, c).copy(), getattr(got, c).copy(), getattr(want, c).copy())
+                     for c in ("real", "imag")]
+            verdicts.append(parts[0] & parts[1])
+        return verdicts[0] | verdicts[1]
+    if is_float(x.dtype):
+        return _float_ok(x, got, doubled(x))
+    return doubled(x) == got
+
+
+def show(value: np.generic) -> str:
+    """A value as a person wants to read it: floats with their hex bits."""
+    dtype = np.asarray(value).dtype
+    if dtype.kind == "c":
+        return f"{show(value.real)}{'+' if not np.signbit(value.imag) else '-'}{show(abs(value.imag))}j"
+    if is_float(dtype):
+        bits = np.asarray(value).view(f"u{dtype.itemsize}")
+        return f"{float(value)!r} (0x{int(bits):0{2 * dtype.itemsize}x})"
+    return repr(int(value))
+
+
+def first_mismatch(x: np.ndarray, got: np.ndarray) -> Mismatch | None:
+    """Compare ``got`` with the doubled ``x``; ``None`` when every element passes.
+
+    ``got`` must already have the input's dtype and shape: those are judged by
+    checks of their own, so that each defect is named once.
+    """
+    ok = element_ok(x, got)
+    bad = np.flatnonzero(~ok)
+    if bad.size == 0:
+        return None
+    i = int(bad[0])
+    return Mismatch(i, show(x[i]), show(doubled(x)[i]), show(got[i]), int(bad.size))
