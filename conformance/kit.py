@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conformance.calls import Outcome, Runner
+from conformance.calls import ImplementationHung, Outcome, Runner
 from conformance.case import Case, call_text, decode, encode, make_input
 from conformance.contract import Contract, data_axis_size
 from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
@@ -42,6 +42,10 @@ class CheckRecord:
     seconds: float = 0.0
     counterexample: str | None = None
     inconclusive: str | None = None
+    calls: int = 0  # calls of the implementation made by this check
+    compiles: int = 0  # backend compiles during those calls
+    seconds_in_impl: float = 0.0
+    message: str = ""
 
 
 @dataclass
@@ -64,7 +68,11 @@ class Kit:
             x = make_input(case)
         kwargs = case.mesh_kwargs()
         impl = self.impl
-        return x, self.runner.run(call_text(case), lambda: impl(x, **kwargs))
+        try:
+            return x, self.runner.run(call_text(case), lambda: impl(x, **kwargs))
+        except ImplementationHung as hung:
+            self.fail("the call did not return", case, expected=f"a result within {self.runner.timeout:g} s",
+                      got=str(hung), hint="raise --call-timeout if it is only slow")
 
     def result(self, case: Case, x: Any = None) -> tuple[Any, Any]:
         """``(x, result)``; an exception from the implementation fails the check."""
@@ -113,6 +121,8 @@ class Kit:
                 self._gates[gate_id] = None
             except CheckFailure as failure:
                 self._gates[gate_id] = failure
+            except ImplementationHung as hung:
+                self._gates[gate_id] = CheckFailure(f"[{gate_id}] {hung}")
             finally:
                 self.check_id = previous
         return self._gates[gate_id]
@@ -122,6 +132,8 @@ class Kit:
         self.check_id = check_id
         record = self.records.setdefault(check_id, CheckRecord())
         start = time.perf_counter()
+        stats = self.runner.stats
+        calls, compiles, in_impl = stats.calls, stats.compiles, stats.seconds_in_impl
         try:
             if self.contract not in check.contracts:
                 pytest.skip(f"not applicable: {check_id} is not in the {self.contract.value} contract")
@@ -140,8 +152,17 @@ class Kit:
                 self._run_one(check_id, decode(self.replay) if self.replay else None)
                 return
             self._run_hypothesis(check_id, record)
+        except (CheckFailure, ImplementationHung) as failure:
+            record.message = str(failure)
+            raise
+        except Exception as error:  # the implementation broke the kit's own code
+            record.message = f"{type(error).__name__}: {error}"
+            raise
         finally:
             record.seconds = time.perf_counter() - start
+            record.calls = stats.calls - calls
+            record.compiles = stats.compiles - compiles
+            record.seconds_in_impl = stats.seconds_in_impl - in_impl
 
     def _run_one(self, check_id: str, case: Case | None) -> None:
         try:

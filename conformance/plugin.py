@@ -1,16 +1,25 @@
-"""The pytest plug-in: options, device set-up, ``--impl`` loading, summary.
+"""The pytest plug-in: options, device set-up, ``--impl`` loading, verdicts.
 
 Loaded by this repository's root conftest.py and, once installed, through
 the ``pytest11`` entry point of the same name (so it is never registered
 twice).  It stays dormant unless the run targets the conformance suite, so
 installing the kit changes nothing in a project's other test runs.
-Importing it must not start JAX's backend: devices are made in
+Importing it must not start JAX's backend: the devices are made in
 ``pytest_configure``, before any test module is collected.
+
+Data flow: ``--impl`` -> loader -> Kit (kit.py) -> one test per check
+(test_conformance.py) -> pytest reports -> Report (report.py) -> terminal
+table, ``--conformance-report`` files, exit status.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -19,11 +28,13 @@ from conformance import devices, loader
 from conformance.contract import Contract
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-KIT_KEY = pytest.StashKey["object"]()
+KIT_KEY = pytest.StashKey[Any]()
+REPORT_KEY = pytest.StashKey[Any]()
+XFAIL_KEY = pytest.StashKey[dict[str, str]]()
 
-# Hypothesis's --hypothesis-profile must find the kit's profile names; the
-# kit's own settings for them live in kit.PROFILES.  A project's own profile
-# of the same name is left alone.
+# Hypothesis's own --hypothesis-profile must find the kit's profile names; the
+# kit's settings for them live in kit.PROFILES.  A project's own profile of
+# the same name is left alone.
 for _name in ("ci", "thorough"):
     try:
         settings.get_profile(_name)
@@ -45,7 +56,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--check", action="append", default=[], metavar="ID",
                     help="run only this check (repeatable)")
     group.addoption("--case", default=None, metavar="TOKEN",
-                    help="replay exactly one example (printed in failure messages); needs --check")
+                    help="replay exactly one example (printed in failure messages); needs one --check")
+    group.addoption("--list-checks", action="store_true", default=False,
+                    help="print the check IDs with their contracts and exit")
+    group.addoption("--conformance-report", default=None, metavar="PATH",
+                    help="write the verdicts as JSON; a .md PATH gets Markdown and JSON beside it")
+    group.addoption("--xfail-file", default=None, metavar="FILE",
+                    help="lines of 'CHECK-ID  reason': those checks are expected to fail")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if config.getoption("--list-checks"):
+        from conformance import checks  # noqa: F401 -- registers the checks
+        from conformance.report import print_checks
+
+        print_checks()
+        return 0
+    return None
 
 
 def _targets_kit(config: pytest.Config) -> bool:
@@ -62,16 +90,41 @@ def _targets_kit(config: pytest.Config) -> bool:
     return False
 
 
+def _read_xfail_file(path: str, known: dict[str, Any]) -> dict[str, str]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise pytest.UsageError(f"--xfail-file {path}: cannot read it ({exc.strerror})") from None
+    expected: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        check_id, _, reason = line.partition(" ")
+        if check_id not in known:
+            raise pytest.UsageError(f"--xfail-file {path}, line {number}: no check has the ID {check_id!r} "
+                                    f"(pytest --list-checks prints them)")
+        expected[check_id] = reason.strip() or "listed in the xfail file"
+    return expected
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     if not _targets_kit(config):
         return
-    from conformance.kit import Kit  # imports jax: only for runs that use the kit
-
+    from conformance import checks  # noqa: F401 -- registers the checks
     from conformance.calls import Runner
+    from conformance.kit import Kit
+    from conformance.registry import CHECKS
+    from conformance.report import Report
 
     if config.getoption("--case") and len(config.getoption("--check")) != 1:
         raise pytest.UsageError("--case replays one example of one check: give exactly one --check ID")
+    unknown = [c for c in config.getoption("--check") if c not in CHECKS]
+    if unknown:
+        raise pytest.UsageError(f"--check {unknown[0]}: no such check (pytest --list-checks prints them)")
+    if config.getoption("--xfail-file"):
+        config.stash[XFAIL_KEY] = _read_xfail_file(config.getoption("--xfail-file"), CHECKS)
     count = config.getoption("--devices")
     try:
         devices.ensure_host_devices(count)
@@ -82,31 +135,110 @@ def pytest_configure(config: pytest.Config) -> None:
         impl = loader.load_impl(spec)
     except loader.ImplSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.registry import CHECKS
-
-    unknown = [c for c in config.getoption("--check") if c not in CHECKS]
-    if unknown:
-        raise pytest.UsageError(f"--check {unknown[0]}: no such check (see the IDs in SPEC.md)")
+    contract = Contract(config.getoption("--contract"))
+    profile = settings.get_current_profile_name()
     config.stash[KIT_KEY] = Kit(
-        impl=impl, spec=spec, contract=Contract(config.getoption("--contract")), devices=count,
-        runner=Runner(timeout=config.getoption("--call-timeout")),
-        profile=settings.get_current_profile_name(), replay=config.getoption("--case"))
+        impl=impl, spec=spec, contract=contract, devices=count,
+        runner=Runner(timeout=config.getoption("--call-timeout")), profile=profile,
+        replay=config.getoption("--case"))
+    seed = config.getoption("hypothesis_seed", None)
+    config.stash[REPORT_KEY] = Report(
+        spec=spec, impl_version=loader.module_version(impl), contract=contract.value, profile=profile,
+        seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" else None),
+        devices=count)
+    config.stash[REPORT_KEY].duration = -time.perf_counter()
+
+
+def _check_id(item: Any) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("check_id") if callspec is not None else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    wanted = set(config.getoption("--check"))
-    if not wanted:
+    if KIT_KEY not in config.stash:
         return
-    keep = [i for i in items if getattr(i, "callspec", None) is None
-            or i.callspec.params.get("check_id") in wanted or "check_id" not in i.callspec.params]
-    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-    items[:] = keep
+    wanted = set(config.getoption("--check"))
+    if wanted:
+        dropped = [i for i in items if _check_id(i) is not None and _check_id(i) not in wanted]
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i not in dropped]
+    for item in items:
+        reason = config.stash.get(XFAIL_KEY, {}).get(_check_id(item) or "")
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError))
 
 
 @pytest.fixture(scope="session")
-def conformance_kit(request: pytest.FixtureRequest) -> object:
+def conformance_kit(request: pytest.FixtureRequest) -> Any:
     kit = request.config.stash.get(KIT_KEY, None)
     if kit is None:
         pytest.skip("the conformance kit is not active in this run")
     return kit
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect each check's verdict; runs in the xdist controller for workers' tests too."""
+    from conformance.report import CheckResult, status_of
+
+    props = dict(report.user_properties)
+    record = props.get("conformance")
+    if record is None or not (report.when == "call" or (report.when == "setup" and report.skipped)):
+        return
+    config = _CONFIG.get("config")
+    if config is None or REPORT_KEY not in config.stash:
+        return
+    skip_reason = str(report.longrepr[2]) if report.skipped and isinstance(report.longrepr, tuple) else ""
+    status = status_of(report.outcome, skip_reason, hasattr(report, "wasxfail"))
+    message = record.pop("message", "") or skip_reason.removeprefix("Skipped: ")
+    config.stash[REPORT_KEY].add(CheckResult(**record, status=status, message=message))
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _CONFIG["config"] = session.config
+
+
+def record_of(kit: Any, check_id: str) -> dict[str, Any]:
+    """The kit's record of a check, as the plain dict a test report can carry."""
+    from conformance.kit import CheckRecord
+
+    record = kit.records.get(check_id, CheckRecord())
+    data = dataclasses.asdict(record)
+    data.pop("inconclusive", None)
+    return {"id": check_id, **data}
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    report = config.stash.get(REPORT_KEY, None)
+    if report is None or hasattr(config, "workerinput") or not report.results:
+        return
+    from conformance import report as reporting
+
+    report.duration += time.perf_counter()
+    terminalreporter.section("pjit_double conformance")
+    terminalreporter.write(reporting.markdown(report))
+    terminalreporter.write_line("timing: " + reporting.timing_summary(report))
+    path = config.getoption("--conformance-report")
+    if path:
+        for written in reporting.write(report, path):
+            terminalreporter.write_line(f"report written to {written}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _CONFIG["exitstatus"] = exitstatus  # type: ignore[assignment]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    kit = config.stash.get(KIT_KEY, None)
+    if kit is not None and kit.runner.hung:
+        # A hung call still runs on the worker thread and may hold JAX's
+        # runtime; interpreter shutdown could wait on it forever.  Everything
+        # is reported by now, so leave at once with pytest's verdict.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        status = _CONFIG.get("exitstatus", 1)
+        os._exit(int(status) if isinstance(status, int) else 1)
