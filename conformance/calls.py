@@ -22,8 +22,13 @@ from jax import monitoring
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
-class ImplementationHung(Exception):
-    """A call did not return within --call-timeout."""
+class ImplementationHung(BaseException):
+    """A call did not return within --call-timeout.
+
+    A BaseException, so that Hypothesis does not catch it and shrink: there is
+    nothing to learn from calling a hung implementation again.  The kit turns
+    it into the check's failure.
+    """
 
 
 @dataclass

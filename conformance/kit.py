@@ -71,8 +71,11 @@ class Kit:
         try:
             return x, self.runner.run(call_text(case), lambda: impl(x, **kwargs))
         except ImplementationHung as hung:
-            self.fail("the call did not return", case, expected=f"a result within {self.runner.timeout:g} s",
-                      got=str(hung), hint="raise --call-timeout if it is only slow")
+            try:
+                self.fail("the call did not return", case, expected=f"a result within {self.runner.timeout:g} s",
+                          got=str(hung), hint="raise --call-timeout if it is only slow")
+            except CheckFailure as failure:
+                raise ImplementationHung(str(failure)) from None
 
     def result(self, case: Case, x: Any = None) -> tuple[Any, Any]:
         """``(x, result)``; an exception from the implementation fails the check."""
@@ -122,7 +125,7 @@ class Kit:
             except CheckFailure as failure:
                 self._gates[gate_id] = failure
             except ImplementationHung as hung:
-                self._gates[gate_id] = CheckFailure(f"[{gate_id}] {hung}")
+                self._gates[gate_id] = CheckFailure(str(hung))
             finally:
                 self.check_id = previous
         return self._gates[gate_id]
@@ -152,9 +155,12 @@ class Kit:
                 self._run_one(check_id, decode(self.replay) if self.replay else None)
                 return
             self._run_hypothesis(check_id, record)
-        except (CheckFailure, ImplementationHung) as failure:
+        except CheckFailure as failure:
             record.message = str(failure)
             raise
+        except ImplementationHung as hung:  # not shrunk: ends the check at once
+            record.message = str(hung)
+            raise CheckFailure(str(hung)) from None
         except Exception as error:  # the implementation broke the kit's own code
             record.message = f"{type(error).__name__}: {error}"
             raise

@@ -1,0 +1,154 @@
+"""The plug-in end to end: verdicts, report files, --list-checks, --xfail-file, -n 2, replays, hangs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conformance import checks  # noqa: F401 -- registers the checks
+from conformance.registry import CHECKS
+from tests.kit_process import ROOT, outcomes, run_kit
+
+SEED_SOLUTION = "tests/impls/seed_solution.py:pjit_double"
+SCHEMA = json.loads((ROOT / "conformance" / "report-schema.json").read_text())
+
+TRIPLING = '''
+import jax
+from reference import pjit_double as _reference
+
+def pjit_double(x, *, mesh=None):
+    return _reference(x, mesh=mesh) + x  # three times x, with the right layout
+'''
+
+HANGING = '''
+import threading
+from reference import pjit_double as _reference
+
+def pjit_double(x, *, mesh=None):
+    if x.shape[0] > 40:
+        threading.Event().wait()  # a collective that never completes
+    return _reference(x, mesh=mesh)
+'''
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return f"{path}:pjit_double"
+
+
+def test_reference_conforms_and_the_report_follows_its_schema(tmp_path: Path) -> None:
+    done = run_kit("conformance", "--conformance-report", str(tmp_path / "out" / "report.md"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert set(outcomes(done.stdout).values()) == {"PASSED"}
+    assert "**pjit_double conformance: CONFORMING**" in done.stdout
+    assert re.search(r"^timing: \d+ examples, \d+ implementation calls, \d+ backend compiles", done.stdout, re.M)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["verdict"]["conforming"] is True
+    assert [c["id"] for c in report["checks"]] == list(CHECKS)
+    assert all(c["status"] == "passed" and c["examples"] >= 1 for c in report["checks"])
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert all(f"| `{check_id}` | passed |" in markdown for check_id in CHECKS)
+
+
+def test_the_exercise_solution_passes_seed_and_fails_full_for_mesh() -> None:
+    seed = run_kit("conformance", "--contract", "seed", "--impl", SEED_SOLUTION)
+    assert seed.returncode == 0, seed.stdout[-3000:]
+    seed_outcomes = outcomes(seed.stdout)
+    assert seed_outcomes["values.float32"] == "PASSED" and seed_outcomes["layout.mesh"] == "SKIPPED"
+    full = run_kit("conformance", "--impl", SEED_SOLUTION)
+    assert full.returncode == 1
+    assert outcomes(full.stdout)["api.mesh-keyword"] == "FAILED"
+    assert "`mesh` is not supported" in full.stdout
+    assert "unexpected keyword argument 'mesh'" in full.stdout
+
+
+def test_list_checks_prints_every_id_with_its_contracts() -> None:
+    done = run_kit("conformance", "--list-checks")
+    assert done.returncode == 0
+    lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    for check_id, check in CHECKS.items():
+        assert check_id in lines
+        assert ("seed+full" if len(check.contracts) == 2 else "full only") in lines[check_id]
+
+
+def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path) -> None:
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text("# adopted before we support meshes\napi.mesh-keyword   no mesh= yet\n")
+    done = run_kit("conformance", "--impl", SEED_SOLUTION, "--xfail-file", str(xfail),
+                   "--conformance-report", str(tmp_path / "r.json"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    status = {c["id"]: c["status"] for c in report["checks"]}
+    assert status["api.mesh-keyword"] == "xfailed"
+    assert status["call.smoke"] == "passed"
+    assert status["layout.mesh"] == "not run"  # behind the failed gate
+
+
+def test_xfail_file_fails_the_run_when_a_listed_check_passes(tmp_path: Path) -> None:
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text("call.smoke  thought it was broken\n")
+    done = run_kit("conformance", "--check", "call.smoke", "--xfail-file", str(xfail))
+    assert done.returncode == 1
+    assert outcomes(done.stdout)["call.smoke"] == "FAILED"
+    assert "XPASS(strict)" in done.stdout
+
+
+def test_xfail_file_with_an_unknown_id_is_a_usage_error(tmp_path: Path) -> None:
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text("values.float33  typo\n")
+    done = run_kit("conformance", "--xfail-file", str(xfail))
+    assert done.returncode == 4
+    assert "line 1: no check has the ID 'values.float33'" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_xdist_workers_results_merge_into_one_report(tmp_path: Path) -> None:
+    wanted = ["call.smoke", "values.float32", "layout.mesh", "divisibility.error"]
+    args = [arg for check_id in wanted for arg in ("--check", check_id)]
+    done = run_kit("conformance", "-n", "2", *args, "--impl", _write(tmp_path, "triple.py", TRIPLING),
+                   "--conformance-report", str(tmp_path / "r.json"))
+    assert done.returncode == 1, done.stdout[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    status = {c["id"]: c["status"] for c in report["checks"]}
+    assert status == {"call.smoke": "passed", "values.float32": "failed", "layout.mesh": "passed",
+                      "divisibility.error": "passed"}
+    failed = next(c for c in report["checks"] if c["id"] == "values.float32")
+    assert "result values are not the input doubled" in failed["message"]
+    assert failed["counterexample"] and failed["examples"] >= 1
+
+
+def test_the_printed_rerun_command_replays_the_same_failure(tmp_path: Path) -> None:
+    impl = _write(tmp_path, "triple.py", TRIPLING)
+    first = run_kit("conformance", "--impl", impl, "--check", "values.float32")
+    assert first.returncode == 1
+    rerun = re.findall(r"rerun:\s+(python -m pytest .*)$", first.stdout, re.M)[-1]
+    inputs = re.findall(r"input:\s+(.*)$", first.stdout, re.M)[-1]
+    args = shlex.split(rerun)[3:]  # drop "python -m pytest"
+    assert "--case" in args
+    again = run_kit(*args)
+    assert again.returncode == 1
+    assert outcomes(again.stdout) == {"values.float32": "FAILED"}
+    assert inputs in again.stdout  # exactly that input again
+
+
+@pytest.mark.parametrize("timeout", [2.0])
+def test_a_hung_implementation_ends_the_run_failing_within_a_few_timeouts(tmp_path: Path, timeout: float) -> None:
+    start = time.monotonic()
+    done = run_kit("conformance", "--impl", _write(tmp_path, "hang.py", HANGING),
+                   "--call-timeout", str(timeout), timeout=300)
+    elapsed = time.monotonic() - start
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "did not return within --call-timeout=2 s" in done.stdout
+    assert "it will not be called again" in done.stdout.lower()
+    # 5 timeouts plus the suite's normal time (about 30 s here; generous for a loaded machine).
+    assert elapsed < 5 * timeout + 90, elapsed
