@@ -1,0 +1,111 @@
+"""Per-call cost of the reference against the dispatch floor, in one process.
+
+    python bench/bench_reference.py [--quick]
+
+For n = 16, 2^12, 2^20, 2^24 (float32) on the default mesh and on an
+8-device mesh, times steady-state calls of:
+
+* ``prebuilt``  -- a ``jax.jit(f, in_shardings=s, out_shardings=s)`` held by the caller: the floor
+* ``reference`` -- ``reference.pjit_double``
+* ``exercise``  -- the exercise's own shape: a new mesh, sharding and jit per call
+* ``numpy``     -- NumPy's ``2 * x`` on a host array
+
+Rounds interleave the contenders so that drift on a shared machine hits
+them alike; each figure is the median over rounds of the mean call time in
+a round.  Ratios are to ``prebuilt``.  The input is committed with the target
+layout, as a caller that reuses results would hold it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_num_cpu_devices", 8)
+
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from reference import pjit_double  # noqa: E402
+
+SIZES = (16, 2**12, 2**20, 2**24)
+
+
+def exercise_style(x: jax.Array, mesh: Mesh | None) -> jax.Array:
+    """The exercise's own solution: everything rebuilt on every call."""
+    m = mesh if mesh is not None else Mesh(np.array(jax.devices()[:1]), ("data",))
+    s = NamedSharding(m, PartitionSpec("data"))
+    return jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s)(x)
+
+
+def per_call(fn: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        out = fn()
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / calls
+
+
+def measure(n: int, mesh: Mesh | None, rounds: int) -> dict[str, float]:
+    target_mesh = mesh if mesh is not None else Mesh(np.array(jax.devices()[:1]), ("data",))
+    s = NamedSharding(target_mesh, PartitionSpec("data"))
+    host = np.arange(n, dtype=np.float32)
+    x = jax.device_put(host, s)
+    prebuilt = jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s)
+    contenders: dict[str, Callable[[], object]] = {
+        "prebuilt": lambda: prebuilt(x),
+        "reference": lambda: pjit_double(x, mesh=mesh),
+        "exercise": lambda: exercise_style(x, mesh),
+        "numpy": lambda: 2 * host,
+    }
+    # Calls per round: enough to take ~20 ms, at most 2000 (the exercise's compiles cap it low).
+    calls = {}
+    for name, fn in contenders.items():
+        jax.block_until_ready(fn())  # compile and warm up
+        one = per_call(fn, 1)
+        calls[name] = max(1, min(2000, int(0.02 / max(one, 1e-7))))
+        if name == "exercise":
+            calls[name] = min(calls[name], 3)
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            samples[name].append(per_call(fn, calls[name]))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def fmt(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:9.1f} us"
+    return f"{seconds * 1e3:9.2f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--quick", action="store_true", help="5 rounds, sizes up to 2^20")
+    args = parser.parse_args()
+    rounds = 5 if args.quick else args.rounds
+    sizes = SIZES[:3] if args.quick else SIZES
+    meshes = {"default": None, "8-device": Mesh(np.array(jax.devices()[:8]), ("data",))}
+    print(f"jax {jax.__version__}, {len(jax.devices())} CPU devices, {rounds} rounds, medians per call")
+    header = (f"{'mesh':<9} {'n':>9} {'prebuilt':>12} {'reference':>12} {'exercise':>12} {'numpy':>12}"
+              f" {'ref/pre':>8} {'exer/ref':>9} {'numpy/pre':>9}")
+    print(header)
+    print("-" * len(header))
+    for mesh_name, mesh in meshes.items():
+        for n in sizes:
+            t = measure(n, mesh, rounds)
+            print(f"{mesh_name:<9} {n:>9} {fmt(t['prebuilt'])} {fmt(t['reference'])} {fmt(t['exercise'])}"
+                  f" {fmt(t['numpy'])} {t['reference'] / t['prebuilt']:8.2f} {t['exercise'] / t['reference']:9.0f}"
+                  f" {t['numpy'] / t['prebuilt']:9.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
