@@ -96,6 +96,14 @@ def make_mesh(ids: list[int], shape: tuple[int, ...], axis_names: tuple[str, ...
 
 def make_input(case: Case) -> Any:
     """The ``x`` to pass: fresh each time, so one call cannot spoil another."""
+    if jax.process_count() > 1:
+        # Across processes only global arrays can enter a computation: every
+        # process builds its own shards of the same values, in the target layout.
+        from conformance.contract import target_sharding
+
+        values = case.values
+        return jax.make_array_from_callback(values.shape, target_sharding(case.mesh),
+                                            lambda index: values[index], dtype=values.dtype)
     kind = case.placement[0]
     if kind == "numpy":
         return case.values.copy()

@@ -29,8 +29,11 @@ def backend_started() -> bool:
     return bool(xla_bridge.backends_are_initialized())
 
 
-def ensure_host_devices(count: int) -> list[jax.Device]:
-    """Return exactly ``count`` devices, making them if the backend is not up yet."""
+def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
+    """Return exactly ``count`` devices, making them if the backend is not up yet.
+
+    ``local=True`` (multi-process runs) counts this process's devices only.
+    """
     if count < 1:
         raise DeviceSetupError(f"--devices must be at least 1, got {count}")
     if not backend_started():
@@ -39,7 +42,7 @@ def ensure_host_devices(count: int) -> list[jax.Device]:
             # would bring its own, different device count.
             jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_num_cpu_devices", count)
-    devices = jax.devices()
+    devices = jax.local_devices() if local else jax.devices()
     if len(devices) != count:
         raise DeviceSetupError(
             f"the kit needs {count} devices but JAX's backend is already running with "

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conformance.calls import ImplementationHung, Outcome, Runner
+from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.case import Case, call_text, decode, encode, make_input
 from conformance.contract import Contract, data_axis_size
 from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
@@ -59,6 +60,7 @@ class Kit:
     replay: str | None = None  # a --case token
     records: dict[str, CheckRecord] = field(default_factory=dict)
     check_id: str = ""
+    cluster: Cluster | None = None  # set in --distributed runs
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
     # -- calling the implementation ------------------------------------------------
@@ -120,7 +122,7 @@ class Kit:
         if gate_id not in self._gates:
             previous, self.check_id = self.check_id, gate_id
             try:
-                CHECKS[gate_id].body(self, None)
+                self._step(None, lambda: CHECKS[gate_id].body(self, None))
                 self._gates[gate_id] = None
             except CheckFailure as failure:
                 self._gates[gate_id] = failure
@@ -170,11 +172,44 @@ class Kit:
             record.compiles = stats.compiles - compiles
             record.seconds_in_impl = stats.seconds_in_impl - in_impl
 
-    def _run_one(self, check_id: str, case: Case | None) -> None:
+    def _step(self, case: Case | None, body: Callable[[], None]) -> str | None:
+        """Run one example; return why it was inconclusive, if it was.
+
+        In a --distributed run every process agrees on the example's verdict
+        before anything is raised, so that all of them hand Hypothesis the
+        same outcome and stay in lockstep, shrinking included.
+        """
+        local: BaseException | None = None
+        inconclusive = None
         try:
-            CHECKS[check_id].body(self, case)
+            body()
         except Inconclusive as why:
-            self.records[check_id].inconclusive = str(why)
+            inconclusive = str(why)
+        except (Exception, ImplementationHung) as error:
+            local = error
+        if self.cluster is None:
+            if local is not None:
+                raise local
+            return inconclusive
+        verdict = HUNG if isinstance(local, ImplementationHung) else FAILED if local is not None else OK
+        verdicts = self.cluster.agree(verdict)
+        others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
+        where = f"on process(es) {others}" + (f" for input {case.describe()}" if case is not None else "")
+        if max(verdicts) == HUNG and not isinstance(local, ImplementationHung):
+            self.runner.hung = self.runner.hung or f"a call hung {where}"
+            raise ImplementationHung(f"[{self.check_id}] a call of the implementation hung {where}; "
+                                     f"no process calls it again (see that process's output)")
+        if local is None and max(verdicts) == FAILED:
+            raise CheckFailure(f"[{self.check_id}] the check failed {where}: its shards of the result "
+                               f"broke the contract there (see that process's output)")
+        if local is not None:
+            raise local
+        return inconclusive
+
+    def _run_one(self, check_id: str, case: Case | None) -> None:
+        why = self._step(case, lambda: CHECKS[check_id].body(self, case))
+        if why is not None:
+            self.records[check_id].inconclusive = why
             pytest.skip(f"inconclusive: {why}")
 
     def _run_hypothesis(self, check_id: str, record: CheckRecord) -> None:
@@ -182,17 +217,19 @@ class Kit:
         assert check.strategy is not None
         options = dict(PROFILES.get(self.profile, PROFILES["default"]))
         options["max_examples"] = max(1, round(options["max_examples"] * check.examples))
+        if self.cluster is not None:  # every process must draw the same examples
+            options.update(derandomize=True, database=None)
         inconclusive: list[str] = []
 
         def run_example(case: Case) -> None:
             record.examples += 1
             try:
-                check.body(self, case)
-            except Inconclusive as why:
-                inconclusive.append(str(why))
+                why = self._step(case, lambda: check.body(self, case))
             except CheckFailure:
                 record.counterexample = repr(case)
                 raise
+            if why is not None:
+                inconclusive.append(why)
 
         # A distinct name per check gives each its own derandomized seed.
         run_example.__name__ = run_example.__qualname__ = f"check_{zlib.crc32(check_id.encode())}"

@@ -63,6 +63,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the verdicts as JSON; a .md PATH gets Markdown and JSON beside it")
     group.addoption("--xfail-file", default=None, metavar="FILE",
                     help="lines of 'CHECK-ID  reason': those checks are expected to fail")
+    group.addoption("--distributed", action="store_true", default=False,
+                    help="run as one process of a multi-process JAX job (jax.distributed); "
+                         "--devices is then the count per process")
+    group.addoption("--coordinator", default=None, metavar="HOST:PORT",
+                    help="with --distributed: the coordinator (default: found by jax.distributed)")
+    group.addoption("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
+    group.addoption("--process-id", type=int, default=None, metavar="I", help="with --distributed")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -126,8 +133,19 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--xfail-file"):
         config.stash[XFAIL_KEY] = _read_xfail_file(config.getoption("--xfail-file"), CHECKS)
     count = config.getoption("--devices")
+    distributed = config.getoption("--distributed")
+    if distributed:
+        from conformance.distributed import initialize
+
+        try:
+            initialize(coordinator=config.getoption("--coordinator"),
+                       num_processes=config.getoption("--num-processes"),
+                       process_id=config.getoption("--process-id"), local_devices=count)
+        except Exception as exc:  # noqa: BLE001 -- any failure to join is a usage problem
+            raise pytest.UsageError(f"conformance: --distributed: jax.distributed.initialize failed: "
+                                    f"{str(exc).splitlines()[0]}") from None
     try:
-        devices.ensure_host_devices(count)
+        devices.ensure_host_devices(count, local=distributed)
     except devices.DeviceSetupError as exc:
         raise pytest.UsageError(f"conformance: {exc}") from None
     spec = loader.choose_spec(config.getoption("--impl"))
@@ -137,10 +155,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     contract = Contract(config.getoption("--contract"))
     profile = settings.get_current_profile_name()
+    timeout = config.getoption("--call-timeout")
+    cluster = None
+    if distributed:
+        from conformance.distributed import Cluster
+
+        # Wait for the slowest process: its own call may take up to a timeout.
+        cluster = Cluster.current(timeout=2 * timeout + 30)
     config.stash[KIT_KEY] = Kit(
-        impl=impl, spec=spec, contract=contract, devices=count,
-        runner=Runner(timeout=config.getoption("--call-timeout")), profile=profile,
-        replay=config.getoption("--case"))
+        impl=impl, spec=spec, contract=contract, devices=count, runner=Runner(timeout=timeout),
+        profile=profile, replay=config.getoption("--case"), cluster=cluster)
     seed = config.getoption("hypothesis_seed", None)
     config.stash[REPORT_KEY] = Report(
         spec=spec, impl_version=loader.module_version(impl), contract=contract.value, profile=profile,
@@ -215,6 +239,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     report = config.stash.get(REPORT_KEY, None)
     if report is None or hasattr(config, "workerinput") or not report.results:
         return
+    kit = config.stash[KIT_KEY]
+    if kit.cluster is not None and kit.cluster.process_id != 0:
+        return  # process 0 speaks for the cluster
     from conformance import report as reporting
 
     report.duration += time.perf_counter()

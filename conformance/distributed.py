@@ -1,0 +1,75 @@
+"""Multi-process runs on JAX's own multi-controller runtime (``jax.distributed``).
+
+Every process runs the same suite.  To stay in lockstep they must draw the
+same examples and make the same Hypothesis decisions, shrinking included:
+examples are derandomized (one seed for all), and after every example the
+processes agree on its verdict through the coordination service of
+``jax.distributed`` before Hypothesis sees it, so a failure on one process's
+shards fails the example everywhere.  The key-value store is used rather
+than a device collective, so that agreeing still works -- and times out
+cleanly -- when an implementation has wedged the devices.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import jax
+
+# Verdict codes, ordered by severity: the worst one wins everywhere.
+OK, FAILED, HUNG = 0, 1, 2
+
+
+class ClusterError(RuntimeError):
+    """Another process did not report in time: it died or hung outside a call."""
+
+
+def initialize(*, coordinator: str | None, num_processes: int | None, process_id: int | None,
+               local_devices: int | None) -> None:
+    """Join the cluster; must run before JAX's backend starts.
+
+    Without explicit arguments ``jax.distributed.initialize`` finds its own
+    (SLURM, Open MPI, Cloud TPU and GKE environments).  On CPU the processes
+    talk through gloo and each gets ``local_devices`` forced host devices.
+    """
+    platforms = os.environ.get("JAX_PLATFORMS", "cpu")
+    if platforms == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if local_devices is not None:
+            jax.config.update("jax_num_cpu_devices", local_devices)
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                               process_id=process_id)
+
+
+@dataclass
+class Cluster:
+    """This process's place in the cluster and the agreement on verdicts."""
+
+    process_id: int
+    num_processes: int
+    timeout: float  # seconds to wait for the slowest process's verdict
+    _step: int = field(default=0)
+
+    @classmethod
+    def current(cls, timeout: float) -> Cluster:
+        return cls(jax.process_index(), jax.process_count(), timeout)
+
+    def agree(self, verdict: int) -> list[int]:
+        """Publish this process's verdict for the next step; return everyone's, in process order."""
+        from jax._src import distributed as jax_distributed  # the coordination service's client
+
+        client = jax_distributed.global_state.client
+        self._step += 1
+        key = f"conformance/verdict/{self._step}"
+        client.key_value_set(f"{key}/{self.process_id}", str(verdict))
+        verdicts = []
+        for other in range(self.num_processes):
+            try:
+                value = client.blocking_key_value_get(f"{key}/{other}", int(self.timeout * 1000))
+            except Exception as exc:  # noqa: BLE001 -- the runtime's deadline error
+                raise ClusterError(f"process {other} gave no verdict for step {self._step} within "
+                                   f"{self.timeout:g} s: it died or hung ({exc})") from None
+            verdicts.append(int(value))
+        return verdicts
