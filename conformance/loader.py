@@ -39,7 +39,9 @@ def _cause(exc: BaseException) -> str:
         return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] + (" ..." if len(lines) > 1 else "") if lines else ""  # the message stays one line
+    return f"{type(exc).__name__}: {text}{where}"
 
 
 def _load_file(spec: str, path_text: str) -> ModuleType:
