@@ -138,7 +138,8 @@ def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrate
     return hnp.arrays(dtype, length, elements=elements)
 
 
-def dtypes(*, contract: Contract | str = Contract.FULL, x64: bool | None = None) -> st.SearchStrategy[np.dtype]:
+def dtypes(*, contract: Contract | str = Contract.FULL,
+           x64: bool | None = None) -> st.SearchStrategy[np.dtype]:
     """The input dtypes in the contract's domain (float32 first, so it shrinks there)."""
     x64 = bool(jax.config.jax_enable_x64) if x64 is None else x64
     return st.sampled_from(dtypes_in_domain(Contract(contract), x64=x64))
@@ -148,19 +149,29 @@ def _divisors(n: int) -> list[int]:
     return [a for a in range(1, n + 1) if n % a == 0]
 
 
-@st.composite
-def meshes(draw: st.DrawFn, *, devices: Sequence[jax.Device] | None = None, min_size: int = 1,
-           max_size: int | None = None, ndims: Sequence[int] = (1, 2)) -> Mesh:
+def meshes(*, devices: Sequence[jax.Device] | None = None, min_size: int = 1,
+           max_size: int | None = None, ndims: Sequence[int] = (1, 2)) -> st.SearchStrategy[Mesh]:
     """Meshes over any subset of ``devices`` (default: all), in any order.
 
     1-D meshes have the single axis 'data'; 2-D meshes have 'data' and
     'model' in either order, with any factorisation of the size.
     """
+    # What can be checked without the devices is checked now; the device count when drawn.
+    _check(isinstance(min_size, int) and 1 <= min_size
+           and (max_size is None or (isinstance(max_size, int) and min_size <= max_size))
+           and (devices is None or (max_size or min_size) <= len(devices)),
+           f"need 1 <= min_size={min_size} <= max_size={max_size} <= the number of devices")
+    _check(len(ndims) > 0 and set(ndims) <= {1, 2}, f"ndims={ndims!r} must be drawn from (1, 2)")
+    return _meshes(devices=devices, min_size=min_size, max_size=max_size, ndims=tuple(ndims))
+
+
+@st.composite
+def _meshes(draw: st.DrawFn, *, devices: Sequence[jax.Device] | None, min_size: int,
+            max_size: int | None, ndims: Sequence[int]) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
     top = len(pool) if max_size is None else max_size
     _check(1 <= min_size <= top <= len(pool),
            f"need 1 <= min_size={min_size} <= max_size={top} <= {len(pool)} devices")
-    _check(set(ndims) <= {1, 2} and len(ndims) > 0, f"ndims={ndims!r} must be drawn from (1, 2)")
     size = draw(st.integers(min_size, top))
     chosen = draw(st.permutations(pool))[:size]
     ids = [int(d.id) for d in chosen]
@@ -172,9 +183,18 @@ def meshes(draw: st.DrawFn, *, devices: Sequence[jax.Device] | None = None, min_
     return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
 
 
+def placements(*, length: int, devices: Sequence[jax.Device] | None = None) -> st.SearchStrategy[Placement]:
+    """Where the input lives: uncommitted, NumPy, one device, or sharded.
+
+    Sharded placements use a number of devices that divides ``length``.
+    """
+    _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
+    _check(devices is None or len(devices) >= 1, "placements needs at least one device")
+    return _placements(length=length, devices=devices)
+
+
 @st.composite
-def placements(draw: st.DrawFn, *, length: int, devices: Sequence[jax.Device] | None = None) -> Placement:
-    """Where the input lives: uncommitted, NumPy, one device, or sharded."""
+def _placements(draw: st.DrawFn, *, length: int, devices: Sequence[jax.Device] | None) -> Placement:
     pool = list(jax.devices() if devices is None else devices)
     kind = draw(st.sampled_from(["uncommitted", "numpy", "device", "sharded"]))
     if kind in ("uncommitted", "numpy"):
@@ -202,7 +222,7 @@ def cases(draw: st.DrawFn, *, contract: Contract | str = Contract.FULL,
     """
     contract = Contract(contract)
     if dtypes_from is not None:
-        dtype = draw(st.sampled_from([np.dtype(d) if not isinstance(d, np.dtype) else d for d in dtypes_from]))
+        dtype = draw(st.sampled_from([np.dtype(d) for d in dtypes_from]))
     else:
         dtype = draw(dtypes(contract=contract))
     if mesh_args is None:
