@@ -130,6 +130,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     background = Background(Path(tempfile.mkdtemp(prefix="kit-tests-")))
     session.config.stash[_BACKGROUND_KEY] = background
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # each worker runs a share of the tests: start a run when its test asks (bg_run)
     for item in session.items:
         for mark in item.iter_markers("background"):
             background.start(*mark.args, **mark.kwargs)
@@ -151,5 +153,6 @@ def bg_run(request: pytest.FixtureRequest, background: Background) -> Run:
     """The finished run named by this test's (one) background mark."""
     marks = list(request.node.iter_markers("background"))
     assert len(marks) == 1, "bg_run needs exactly one @pytest.mark.background"
+    background.start(*marks[0].args, **marks[0].kwargs)  # already started unless under xdist
     return background.result(marks[0].args[0])
 
