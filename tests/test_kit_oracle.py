@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import ml_dtypes
 import numpy as np
 import pytest
@@ -357,6 +358,30 @@ def test_2x_and_x_plus_x_conform_for_complex_and_nothing_else_near_them(dtype: n
                 wrong.real = -wrong.real
                 assert not element_ok(xs, wrong)[0], (re, im)
     assert differ >= 4  # the zero signs where 2 * x and x + x part ways
+
+
+@pytest.mark.parametrize("how", ["x + x", "2 * x", "x * 2"])
+def test_the_oracle_accepts_what_xla_on_this_machine_computes(how: str) -> None:
+    """Ties the allowances to the real backend: flushing, NaN payloads, 2 * x for complex."""
+    fn = jax.jit({"x + x": lambda v: v + v, "2 * x": lambda v: 2 * v, "x * 2": lambda v: v * 2}[how])
+    specials = special_floats("float32")
+    pairs = np.empty((specials.size, specials.size), dtype=np.complex64)  # every pair of special components
+    pairs.real, pairs.imag = specials[:, None], specials[None, :]
+    inputs = [np.arange(1 << 16, dtype=np.uint16).view(d) for d in (np.float16, BF16)]
+    inputs += [specials, pairs.ravel()]
+    small = np.arange(-128, 128, dtype=np.int16)
+    inputs += [small.astype(d) for d in (np.int8, np.uint8, np.int16, np.uint16)]
+    inputs += [np.array([-(2 ** 31), -(2 ** 30) - 1, -1, 0, 1, 2 ** 30, 2 ** 31 - 1], dtype=np.int32),
+               np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1], dtype=np.uint32)]
+    for x in inputs:
+        got = np.asarray(fn(x))
+        assert got.dtype == x.dtype, how
+        assert first_mismatch(x, got) is None, (how, x.dtype, first_mismatch(x, got))
+    # and what XLA computes for a wrong doubling is caught, not excused by the allowances
+    wrong = np.asarray(jax.jit(lambda v: v + v + v)(specials))
+    normal = np.isfinite(doubled(specials)) & (np.abs(specials) >= np.finfo(np.float32).smallest_normal)
+    assert normal.sum() >= 8
+    assert not element_ok(specials, wrong)[normal].any()
 
 
 def test_the_oracle_itself_never_warns() -> None:
