@@ -17,9 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
 from jax import monitoring
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def global_state() -> dict[str, str]:
+    """JAX's configuration and the mesh context of the calling thread, as text.
+
+    Meshes set with ``jax.set_mesh`` are thread-local, so this must run on the
+    thread the implementation runs on (``Runner.run`` does that).
+    """
+    state = {name: repr(value) for name, value in jax.config.values.items()}
+    state["jax.sharding.get_abstract_mesh()"] = repr(jax.sharding.get_abstract_mesh())
+    state["jax.sharding.get_mesh()"] = repr(jax.sharding.get_mesh())
+    return state
 
 
 class ImplementationHung(BaseException):
@@ -79,6 +92,9 @@ class Runner:
     timeout: float
     stats: Stats = field(default_factory=Stats)
     hung: str | None = None  # what hung, once something has
+    # global_state() on the worker thread before the first call of the session:
+    # a call that changes it for good is caught even by checks that run later.
+    initial_state: dict[str, str] | None = None
     _jobs: queue.Queue[Any] = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
 
@@ -100,8 +116,13 @@ class Runner:
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="conformance-impl", daemon=True)
             self._thread.start()
+            box: list[tuple[bool, Any]] = []
+            done = threading.Event()
+            self._jobs.put((global_state, box, done))
+            if done.wait(self.timeout) and box[0][0]:
+                self.initial_state = box[0][1]
         counter = compile_counter()
-        box: list[tuple[bool, Any]] = []
+        box = []
         done = threading.Event()
         before = counter.count
         start = time.perf_counter()

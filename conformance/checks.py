@@ -17,10 +17,17 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import Mesh
 
-from conformance import jit_probe, oracle
+from conformance import calls, jit_probe, oracle
 from conformance import strategies as cst
 from conformance.case import Case, describe_mesh, make_input
-from conformance.contract import DATA_AXIS, Contract, data_axis_size, default_mesh, target_sharding
+from conformance.contract import (
+    DATA_AXIS,
+    Contract,
+    data_axis_size,
+    default_mesh,
+    dtypes_in_domain,
+    target_sharding,
+)
 from conformance.registry import FULL_ONLY, Inconclusive, check
 
 # ---------------------------------------------------------------------------
@@ -146,8 +153,21 @@ def _default_mesh(contract: Contract) -> st.SearchStrategy[Case]:
     return cst.cases(contract=contract, mesh_args=("omit", "none"))
 
 
+def _on_meshes(contract: Contract, meshes: st.SearchStrategy[Mesh]) -> st.SearchStrategy[Case]:
+    """Cases passed one of ``meshes``, their length cut to a multiple of its data axis."""
+    return st.builds(lambda c, m: dataclasses.replace(c, mesh=m, mesh_arg="mesh", values=c.values[
+        : c.n - c.n % int(m.shape[DATA_AXIS])]), cst.cases(contract=contract, mesh_args=("mesh",)), meshes)
+
+
+def _split_2d() -> st.SearchStrategy[Mesh]:
+    """2-D meshes where neither axis is trivial: the data axis is a strict part of the mesh."""
+    return cst.meshes(min_size=4, ndims=(2,), min_axis_size=2)
+
+
 def _explicit_mesh(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, mesh_args=("mesh",))
+    # Any mesh, or (as often) one whose two axes both have several devices: a
+    # layout over the wrong axis, or over every device, shows only there.
+    return st.one_of(cst.cases(contract=contract, mesh_args=("mesh",)), _on_meshes(contract, _split_2d()))
 
 
 def _placed(contract: Contract) -> st.SearchStrategy[Case]:
@@ -163,9 +183,68 @@ def _divisible_2d(contract: Contract) -> st.SearchStrategy[Case]:
         return cst.cases(contract=contract, dtypes_from=["float32"])
     # Meshes where the data axis is a strict part of the mesh: a length the
     # data axis divides but the whole mesh does not is the classic trap.
-    two_d = cst.meshes(min_size=2, ndims=(2,))
-    return st.builds(lambda c, m: dataclasses.replace(c, mesh=m, mesh_arg="mesh", values=c.values[
-        : c.n - c.n % int(m.shape[DATA_AXIS])]), cst.cases(contract=contract, mesh_args=("mesh",)), two_d)
+    return _on_meshes(contract, _split_2d())
+
+
+@dataclasses.dataclass(frozen=True)
+class _EveryDtype:
+    """One case per dtype of the domain: a per-dtype defect cannot hide in the draw."""
+
+    cases: tuple[Case, ...]
+
+    def describe(self) -> str:
+        return "; ".join(c.describe() for c in self.cases)
+
+    def __repr__(self) -> str:
+        return f"EveryDtype({', '.join(repr(c) for c in self.cases)})"
+
+
+def _edges(dtype: np.dtype) -> np.ndarray:
+    """Values of ``dtype`` where doubling goes wrong: float specials, integer extremes."""
+    if dtype.kind == "c":
+        part = _edges(np.dtype(f"float{dtype.itemsize * 4}"))  # as (real, imag) pairs
+        return np.stack([part, np.roll(part, 1)], axis=1).reshape(-1).view(dtype)
+    if oracle.is_float(dtype):
+        return cst.special_floats(dtype)
+    info = np.iinfo(dtype)
+    edges = {info.min, info.max, 0, 1, info.max // 2, info.max // 2 + 1, info.min // 2, info.min // 2 - 1}
+    return np.array(sorted(e for e in edges if info.min <= e <= info.max), dtype=dtype)
+
+
+def _in_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Values of ``dtype`` made from the bits of ``values``.
+
+    Its bytes, repeated as needed; every other element is replaced by an edge
+    value of ``dtype``, in turn, from a starting point the bits choose.
+    """
+    n = values.shape[0]
+    raw = np.resize(values.view(np.uint8), n * dtype.itemsize) if n else np.zeros(0, np.uint8)
+    out = raw.view(dtype).copy()
+    edges = _edges(dtype)
+    slots = len(out[::2])
+    out[::2] = edges[(int(raw.sum()) + np.arange(slots)) % len(edges)]
+    return out
+
+
+def _every_dtype(contract: Contract) -> st.SearchStrategy[_EveryDtype]:
+    """A drawn case, and the same call for every other dtype of the domain.
+
+    The other dtypes' values are made from the drawn values' bits and the
+    dtype's edge values, so Hypothesis draws and shrinks one vector only.
+    """
+    domain = dtypes_in_domain(contract, x64=bool(jax.config.jax_enable_x64))
+
+    def all_dtypes(case: Case) -> _EveryDtype:
+        others = [dataclasses.replace(case, values=_in_dtype(case.values, d))
+                  for d in domain if d != case.dtype]
+        return _EveryDtype((case, *others))
+
+    return cst.cases(contract=contract).map(all_dtypes)
+
+
+def _each(case: Case | _EveryDtype) -> tuple[Case, ...]:
+    """The cases of one example (a ``--case`` replay brings a single one)."""
+    return case.cases if isinstance(case, _EveryDtype) else (case,)
 
 
 # ---------------------------------------------------------------------------
@@ -208,16 +287,18 @@ def result_type(kit: Any, case: Case) -> None:
                  got=f"shape {result.shape}", hint="doubling keeps the shape: no reshape, padding or slicing")
 
 
-@check("dtype.preserved", "the result has the input's dtype", strategy=_any)
-def dtype_preserved(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
-    got = np.dtype(getattr(result, "dtype", np.asarray(result).dtype))
-    if got != case.dtype:
-        hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
-        if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
-            hint = ("the result was widened: multiply by a Python 2 (weakly typed) or cast back "
-                    "with .astype(x.dtype); check jax_enable_x64 is not switched on")
-        kit.fail("the result's dtype is not the input's", case, expected=str(case.dtype), got=str(got), hint=hint)
+@check("dtype.preserved", "the result has the input's dtype", strategy=_every_dtype, examples=0.17)
+def dtype_preserved(kit: Any, example: Case | _EveryDtype) -> None:
+    for case in _each(example):
+        _, result = kit.result(case)
+        got = np.dtype(getattr(result, "dtype", np.asarray(result).dtype))
+        if got != case.dtype:
+            hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
+            if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
+                hint = ("the result was widened: multiply by a Python 2 (weakly typed) or cast back "
+                        "with .astype(x.dtype); check jax_enable_x64 is not switched on")
+            kit.fail("the result's dtype is not the input's", case, expected=str(case.dtype), got=str(got),
+                     hint=hint)
 
 
 @check("values.float32", "float32 values are doubled exactly (specials, all lengths)",
@@ -228,10 +309,11 @@ def values_float32(kit: Any, case: Case) -> None:
 
 
 @check("values.all-dtypes", "every dtype in the domain is doubled exactly (integers wrap)",
-       contracts=FULL_ONLY, strategy=_any, examples=2)
-def values_all_dtypes(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
-    _check_values(kit, case, result)
+       contracts=FULL_ONLY, strategy=_every_dtype, examples=0.34)
+def values_all_dtypes(kit: Any, example: Case | _EveryDtype) -> None:
+    for case in _each(example):
+        _, result = kit.result(case)
+        _check_values(kit, case, result)
 
 
 # ---------------------------------------------------------------------------
@@ -249,6 +331,13 @@ def layout_default_device(kit: Any, case: Case) -> None:
 def layout_mesh(kit: Any, case: Case) -> None:
     _, result = kit.result(case)
     _check_layout(kit, case, result)
+    if case.mesh is not None and case.mesh.devices.ndim == 2:
+        # The same devices with the axes the other way round: 'data' may be
+        # in either position, and the layout must follow it there too.
+        swapped = Mesh(case.mesh.devices.T, tuple(reversed(case.mesh.axis_names)))
+        other = dataclasses.replace(case, mesh=swapped)
+        _, result = kit.result(other)
+        _check_layout(kit, other, result)
 
 
 @check("layout.shards", "each addressable shard lies on its device and covers its index range",
@@ -367,8 +456,9 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
     if kit.contract is Contract.FULL:
         follow_ups.append(dataclasses.replace(follow_ups[0], mesh=_other_mesh(case), mesh_arg="mesh"))
         other = np.dtype("int32") if case.dtype != np.dtype("int32") else np.dtype("float32")
+        real = case.values.real if case.dtype.kind == "c" else case.values
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf cast to int32: any value will do
-            follow_ups.append(dataclasses.replace(case, values=case.values.astype(other)))
+            follow_ups.append(dataclasses.replace(case, values=real.astype(other)))
     _, first = kit.result(case)
     _check_values(kit, case, first)
     for later in follow_ups:
@@ -381,26 +471,33 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
                      hint="a cache keyed on too little (the length only?) hands back the wrong function")
 
 
-def _global_state() -> dict[str, str]:
-    state = {name: repr(value) for name, value in jax.config.values.items()}
-    state["jax.sharding.get_abstract_mesh()"] = repr(jax.sharding.get_abstract_mesh())
-    state["jax.sharding.get_mesh()"] = repr(jax.sharding.get_mesh())
-    return state
+def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
 @check("hygiene.global-state", "a call leaves JAX's configuration and mesh context as it found them",
        strategy=_any, examples=0.5)
 def hygiene_global_state(kit: Any, case: Case) -> None:
-    before = kit.runner.run("reading JAX's configuration", _global_state).result
+    before = kit.runner.run("reading JAX's configuration", calls.global_state).result
     kit.result(case)
-    after = kit.runner.run("reading JAX's configuration", _global_state).result
-    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    after = kit.runner.run("reading JAX's configuration", calls.global_state).result
+    hint = ("use context managers (with jax.default_device(...), with jax.set_mesh(...)) or "
+            "pass shardings explicitly; never jax.config.update inside the function")
+    changed = _changed(before, after)
     if changed:
         name = changed[0]
         kit.fail(f"the call changed global state ({len(changed)} setting(s): {', '.join(changed[:5])})", case,
-                 expected=f"{name} = {before.get(name)}", got=f"{name} = {after.get(name)}",
-                 hint="use context managers (with jax.default_device(...), with jax.set_mesh(...)) or "
-                      "pass shardings explicitly; never jax.config.update inside the function")
+                 expected=f"{name} = {before.get(name)}", got=f"{name} = {after.get(name)}", hint=hint)
+    # A change made once, by an earlier call, is still a change: compare with
+    # the state before the session's first call too.
+    initial = getattr(kit.runner, "initial_state", None) or before
+    changed = _changed(initial, after)
+    if changed:
+        name = changed[0]
+        kit.fail(f"an earlier call changed global state and left it so ({len(changed)} setting(s): "
+                 f"{', '.join(changed[:5])}); this call found it already changed", case,
+                 expected=f"{name} = {initial.get(name)} (as before the first call of the session)",
+                 got=f"{name} = {after.get(name)}", hint=hint)
 
 
 # ---------------------------------------------------------------------------

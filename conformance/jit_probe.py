@@ -45,9 +45,9 @@ def jit_calls(jaxpr: Any, depth: int = 0) -> Iterator[JitCall]:
         jaxpr = jaxpr.jaxpr
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in JIT_PRIMITIVES:
-            ins = [(v, s) for v, s in zip(eqn.invars, eqn.params["in_shardings"])
+            ins = [(v, s) for v, s in zip(eqn.invars, eqn.params["in_shardings"], strict=False)
                    if getattr(v.aval, "ndim", 0) == 1]
-            outs = [(v, s) for v, s in zip(eqn.outvars, eqn.params["out_shardings"])
+            outs = [(v, s) for v, s in zip(eqn.outvars, eqn.params["out_shardings"], strict=False)
                     if getattr(v.aval, "ndim", 0) == 1]
             if ins and outs:
                 yield JitCall(str(eqn.params.get("name", "?")), ins[0][1], outs[0][1], depth)
@@ -71,7 +71,7 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
             continue
         for k, var in enumerate(eqn.outvars):
             if var is out:
-                vectors = [s for v, s in zip(eqn.invars, eqn.params["in_shardings"])
+                vectors = [s for v, s in zip(eqn.invars, eqn.params["in_shardings"], strict=False)
                            if getattr(v.aval, "ndim", 0) == 1]
                 call = JitCall(str(eqn.params.get("name", "?")), vectors[0] if vectors else None,
                                eqn.params["out_shardings"][k], depth)

@@ -150,11 +150,14 @@ def _divisors(n: int) -> list[int]:
 
 
 def meshes(*, devices: Sequence[jax.Device] | None = None, min_size: int = 1,
-           max_size: int | None = None, ndims: Sequence[int] = (1, 2)) -> st.SearchStrategy[Mesh]:
+           max_size: int | None = None, ndims: Sequence[int] = (1, 2),
+           min_axis_size: int = 1) -> st.SearchStrategy[Mesh]:
     """Meshes over any subset of ``devices`` (default: all), in any order.
 
     1-D meshes have the single axis 'data'; 2-D meshes have 'data' and
     'model' in either order, with any factorisation of the size.
+    ``min_axis_size=2`` (with ``ndims=(2,)``) keeps the 2-D meshes where
+    neither axis is trivial: the data axis is a strict part of the mesh.
     """
     # What can be checked without the devices is checked now; the device count when drawn.
     _check(isinstance(min_size, int) and 1 <= min_size
@@ -162,22 +165,36 @@ def meshes(*, devices: Sequence[jax.Device] | None = None, min_size: int = 1,
            and (devices is None or (max_size or min_size) <= len(devices)),
            f"need 1 <= min_size={min_size} <= max_size={max_size} <= the number of devices")
     _check(len(ndims) > 0 and set(ndims) <= {1, 2}, f"ndims={ndims!r} must be drawn from (1, 2)")
-    return _meshes(devices=devices, min_size=min_size, max_size=max_size, ndims=tuple(ndims))
+    _check(isinstance(min_axis_size, int) and min_axis_size >= 1
+           and (min_axis_size == 1 or tuple(ndims) == (2,)),
+           f"min_axis_size={min_axis_size!r} must be an int >= 1, and above 1 only with ndims=(2,)")
+    return _meshes(devices=devices, min_size=min_size, max_size=max_size, ndims=tuple(ndims),
+                   min_axis_size=min_axis_size)
+
+
+def _splits(size: int, min_axis_size: int) -> list[int]:
+    """Sizes of the data axis of a 2-D mesh of ``size`` devices, both axes >= min_axis_size."""
+    return [a for a in _divisors(size) if a >= min_axis_size and size // a >= min_axis_size]
 
 
 @st.composite
 def _meshes(draw: st.DrawFn, *, devices: Sequence[jax.Device] | None, min_size: int,
-            max_size: int | None, ndims: Sequence[int]) -> Mesh:
+            max_size: int | None, ndims: Sequence[int], min_axis_size: int = 1) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
     top = len(pool) if max_size is None else max_size
     _check(1 <= min_size <= top <= len(pool),
            f"need 1 <= min_size={min_size} <= max_size={top} <= {len(pool)} devices")
-    size = draw(st.integers(min_size, top))
+    if min_axis_size == 1:
+        size = draw(st.integers(min_size, top))
+    else:
+        sizes = [n for n in range(min_size, top + 1) if _splits(n, min_axis_size)]
+        _check(bool(sizes), f"no mesh of {min_size} to {top} devices has two axes of >= {min_axis_size}")
+        size = draw(st.sampled_from(sizes))
     chosen = draw(st.permutations(pool))[:size]
     ids = [int(d.id) for d in chosen]
     if draw(st.sampled_from(sorted(ndims))) == 1:
         return make_mesh(ids, (size,), (DATA_AXIS,))
-    data = draw(st.sampled_from(_divisors(size)))
+    data = draw(st.sampled_from(_splits(size, min_axis_size)))
     if draw(st.booleans()):
         return make_mesh(ids, (data, size // data), (DATA_AXIS, OTHER_AXIS))
     return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))

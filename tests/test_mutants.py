@@ -1,0 +1,82 @@
+"""The kit against its mutant catalogue and its correct alternates.
+
+Every module in tests/mutants/ is a deliberately broken ``pjit_double``; the
+checks its ``KILLED_BY`` names must catch it, under the default (random) and
+the ci (derandomized) Hypothesis profile alike, the primary check (the first
+one) failing by name.  Every module in tests/alternates/ is a correct
+implementation written another way, which the whole suite must pass.  Each
+run is a real ``python -m pytest conformance ...`` process, as a user runs it;
+a mutant's run is limited to its KILLED_BY checks to stay short.
+``python tests/mutation_score.py`` runs the full suite on all of them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mutation_score import Run, Subject, discover, run_conformance
+
+MUTANTS = discover("mutants")
+ALTERNATES = discover("alternates")
+MIN_MUTANTS = 32
+MIN_ALTERNATES = 6
+
+
+def _known_checks() -> set[str]:
+    from conformance import checks  # noqa: F401 -- registers the checks
+    from conformance.registry import CHECKS
+
+    return set(CHECKS)
+
+
+def _report(run: Run) -> str:
+    return (f"{run.subject.kind}/{run.subject.name} ({run.subject.doc}), profile {run.profile}: "
+            f"exit {run.returncode}, statuses {run.statuses}\n--- output (tail) ---\n"
+            + "\n".join(run.output.splitlines()[-60:]))
+
+
+def test_the_catalogue_is_complete_and_well_formed() -> None:
+    known = _known_checks()
+    assert len(MUTANTS) >= MIN_MUTANTS, f"only {len(MUTANTS)} mutants"
+    assert len(ALTERNATES) >= MIN_ALTERNATES, f"only {len(ALTERNATES)} alternates"
+    for subject in MUTANTS + ALTERNATES:
+        assert subject.doc, f"{subject.name}: needs a docstring"
+        assert set(subject.killed_by + subject.inconclusive) <= known, f"{subject.name}: unknown check ID"
+    for mutant in MUTANTS:
+        assert "\n" not in mutant.doc, f"{mutant.name}: the docstring names the defect in one line"
+        assert mutant.killed_by, f"{mutant.name}: KILLED_BY is empty"
+    for alternate in ALTERNATES:
+        assert not alternate.killed_by, f"{alternate.name}: an alternate is correct, it has no KILLED_BY"
+
+
+@pytest.mark.parametrize("profile", ["default", "ci"])
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_is_killed_by_its_primary_check(mutant: Subject, profile: str) -> None:
+    run = run_conformance(mutant, profile, checks=mutant.killed_by)
+    primary = mutant.killed_by[0]
+    assert run.returncode == 1, _report(run)
+    assert primary in run.failed_lines, f"{primary} not reported FAILED\n" + _report(run)
+    assert run.statuses.get(primary) == "failed", _report(run)
+
+
+def _is_inconclusive(run: Run, check_id: str) -> bool:
+    return run.statuses.get(check_id) == "skipped" and "inconclusive" in run.messages.get(check_id, "")
+
+
+@pytest.mark.parametrize("alternate", ALTERNATES, ids=[a.name for a in ALTERNATES])
+def test_alternate_passes_the_whole_suite(alternate: Subject) -> None:
+    run = run_conformance(alternate, "default")
+    assert run.returncode == 0, _report(run)
+    assert not run.failed and not run.failed_lines, _report(run)
+    assert len(run.statuses) == len(_known_checks()), _report(run)
+    for check_id, status in run.statuses.items():
+        if check_id in alternate.inconclusive:
+            assert _is_inconclusive(run, check_id), f"{check_id} should be inconclusive\n" + _report(run)
+        else:
+            assert status == "passed", f"{check_id}: {status}\n" + _report(run)
+
+
+def test_an_aot_compiled_alternate_is_inconclusive_not_failed() -> None:
+    """Guards the kit's rule itself: an executable cannot be traced, so jit.shardings skips."""
+    aot = [a for a in ALTERNATES if a.name == "aot_compiled"]
+    assert aot and "jit.shardings" in aot[0].inconclusive
