@@ -99,11 +99,14 @@ def make_input(case: Case) -> Any:
     if jax.process_count() > 1:
         # Across processes only global arrays can enter a computation: every
         # process builds its own shards of the same values, in the target layout.
-        from conformance.contract import target_sharding
+        from conformance.contract import data_axis_size, target_sharding
 
         values = case.values
-        return jax.make_array_from_callback(values.shape, target_sharding(case.mesh),
-                                            lambda index: values[index], dtype=values.dtype)
+        sharding = target_sharding(case.mesh)
+        if case.n % data_axis_size(case.mesh):  # no such layout: replicate over every device
+            sharding = NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec())
+        return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index],
+                                            dtype=values.dtype)
     kind = case.placement[0]
     if kind == "numpy":
         return case.values.copy()

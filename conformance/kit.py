@@ -193,18 +193,21 @@ class Kit:
             return inconclusive
         verdict = HUNG if isinstance(local, ImplementationHung) else FAILED if local is not None else OK
         verdicts = self.cluster.agree(verdict)
+        if max(verdicts) == OK:
+            return inconclusive
         others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
         where = f"on process(es) {others}" + (f" for input {case.describe()}" if case is not None else "")
-        if max(verdicts) == HUNG and not isinstance(local, ImplementationHung):
+        message = str(local) if local is not None else (
+            f"[{self.check_id}] the check failed {where}: its shards of the result broke the contract "
+            f"there (see that process's output)")
+        # Every process raises the same exception type from this one line, so that
+        # Hypothesis sees the same failure everywhere and shrinks in lockstep.
+        if max(verdicts) == HUNG:
             self.runner.hung = self.runner.hung or f"a call hung {where}"
-            raise ImplementationHung(f"[{self.check_id}] a call of the implementation hung {where}; "
+            raise ImplementationHung(message if isinstance(local, ImplementationHung) else
+                                     f"[{self.check_id}] a call of the implementation hung {where}; "
                                      f"no process calls it again (see that process's output)")
-        if local is None and max(verdicts) == FAILED:
-            raise CheckFailure(f"[{self.check_id}] the check failed {where}: its shards of the result "
-                               f"broke the contract there (see that process's output)")
-        if local is not None:
-            raise local
-        return inconclusive
+        raise CheckFailure(message)
 
     def _run_one(self, check_id: str, case: Case | None) -> None:
         why = self._step(case, lambda: CHECKS[check_id].body(self, case))

@@ -168,8 +168,8 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = config.getoption("hypothesis_seed", None)
     config.stash[REPORT_KEY] = Report(
         spec=spec, impl_version=loader.module_version(impl), contract=contract.value, profile=profile,
-        seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" else None),
-        devices=count)
+        seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" or distributed else None),
+        devices=len(devices.jax.devices()))  # in a cluster: every process's devices
     config.stash[REPORT_KEY].duration = -time.perf_counter()
 
 
