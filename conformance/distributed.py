@@ -61,6 +61,8 @@ class Cluster:
         from jax._src import distributed as jax_distributed  # the coordination service's client
 
         client = jax_distributed.global_state.client
+        if client is None:
+            raise ClusterError("jax.distributed is not initialized in this process")
         self._step += 1
         key = f"conformance/verdict/{self._step}"
         client.key_value_set(f"{key}/{self.process_id}", str(verdict))

@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
                 except ProcessLookupError:
                     pass
 
-    signal.signal(signal.SIGTERM, lambda *a: (kill_all(), sys.exit(1)))
+    def on_term(*_: object) -> None:
+        kill_all()
+        sys.exit(1)
+
+    signal.signal(signal.SIGTERM, on_term)
     deadline: float | None = None
     try:
         while any(p.poll() is None for p in procs):

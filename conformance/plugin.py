@@ -204,8 +204,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Collect each check's verdict; runs in the xdist controller for workers' tests too."""
     from conformance.report import CheckResult, status_of
 
-    props = dict(report.user_properties)
-    record = props.get("conformance")
+    props: dict[str, Any] = dict(report.user_properties)
+    record: dict[str, Any] | None = props.get("conformance")
     if record is None or not (report.when == "call" or (report.when == "setup" and report.skipped)):
         return
     config = _CONFIG.get("config")

@@ -39,7 +39,7 @@ class Check:
     title: str
     contracts: frozenset[Contract]
     body: Callable[[Any, Case | None], None]
-    strategy: Callable[[Contract], SearchStrategy[Case]] | None
+    strategy: Callable[[Contract], SearchStrategy[Any]] | None
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
 
@@ -48,7 +48,7 @@ CHECKS: dict[str, Check] = {}
 
 
 def check(id: str, title: str, *, contracts: frozenset[Contract] = BOTH,
-          strategy: Callable[[Contract], SearchStrategy[Case]] | None = None,
+          strategy: Callable[[Contract], SearchStrategy[Any]] | None = None,
           gate: bool = False, examples: float = 1.0) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
 
