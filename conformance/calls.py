@@ -61,7 +61,7 @@ class _CompileCounter:
         self.count = 0
         monitoring.register_event_duration_secs_listener(self._on_event)
 
-    def _on_event(self, event: str, duration: float, **_: Any) -> None:
+    def _on_event(self, event: str, duration_secs: float, **_: str | int) -> None:
         if event == BACKEND_COMPILE_EVENT:
             self.count += 1
 

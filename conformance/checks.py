@@ -61,6 +61,20 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view(f"u{a.dtype.itemsize}") if a.dtype.itemsize in (1, 2, 4, 8) else a
 
 
+def _host(array: Any, fill: np.ndarray) -> np.ndarray:
+    """``array`` on the host.  In multi-process runs a process holds only some
+    shards: the rest is taken from ``fill`` (what they should hold), since the
+    process holding them judges them and the processes agree on the verdict."""
+    if not isinstance(array, jax.Array) or array.is_fully_addressable:
+        return np.asarray(array)
+    if array.shape != fill.shape:
+        return np.zeros(array.shape, array.dtype)
+    out = fill.astype(array.dtype)
+    for shard in array.addressable_shards:
+        out[shard.index] = np.asarray(shard.data)
+    return out
+
+
 def _assert_intact(kit: Any, case: Case, x: Any) -> None:
     """The caller's x is neither deleted nor changed by the call."""
     if isinstance(x, jax.Array) and x.is_deleted():
@@ -68,7 +82,7 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
                  got="x.is_deleted() is True",
                  hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
                       "the caller still owns x")
-    now = np.asarray(x)
+    now = _host(x, case.values)
     if now.dtype != case.dtype or not np.array_equal(_bits(now), _bits(case.values)):
         i = int(np.flatnonzero(_bits(now) != _bits(case.values))[0]) if now.shape == case.values.shape else 0
         kit.fail("the caller's x was changed by the call", case,
@@ -78,7 +92,7 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
 
 def _check_values(kit: Any, case: Case, result: Any) -> None:
     """Values only: shape first (nothing to compare otherwise), dtype left to dtype.preserved."""
-    got = np.asarray(result)
+    got = _host(result, oracle.doubled(case.values))
     if got.shape != (case.n,):
         kit.fail("the result has the wrong shape, so its values cannot be compared", case,
                  expected=f"shape ({case.n},)", got=f"shape {got.shape}")
@@ -187,8 +201,9 @@ def _divisible_2d(contract: Contract) -> st.SearchStrategy[Case]:
 
 
 @dataclasses.dataclass(frozen=True)
-class _EveryDtype:
-    """One case per dtype of the domain: a per-dtype defect cannot hide in the draw."""
+class _Group:
+    """Several calls checked in one example: one per dtype of the domain, or per kind of
+    input, so that a defect of one dtype or one kind of input cannot hide in the draw."""
 
     cases: tuple[Case, ...]
 
@@ -196,7 +211,7 @@ class _EveryDtype:
         return "; ".join(c.describe() for c in self.cases)
 
     def __repr__(self) -> str:
-        return f"EveryDtype({', '.join(repr(c) for c in self.cases)})"
+        return f"Group({', '.join(repr(c) for c in self.cases)})"
 
 
 def _edges(dtype: np.dtype) -> np.ndarray:
@@ -226,7 +241,7 @@ def _in_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out
 
 
-def _every_dtype(contract: Contract) -> st.SearchStrategy[_EveryDtype]:
+def _every_dtype(contract: Contract) -> st.SearchStrategy[_Group]:
     """A drawn case, and the same call for every other dtype of the domain.
 
     The other dtypes' values are made from the drawn values' bits and the
@@ -234,17 +249,36 @@ def _every_dtype(contract: Contract) -> st.SearchStrategy[_EveryDtype]:
     """
     domain = dtypes_in_domain(contract, x64=bool(jax.config.jax_enable_x64))
 
-    def all_dtypes(case: Case) -> _EveryDtype:
+    def all_dtypes(case: Case) -> _Group:
         others = [dataclasses.replace(case, values=_in_dtype(case.values, d))
                   for d in domain if d != case.dtype]
-        return _EveryDtype((case, *others))
+        return _Group((case, *others))
 
     return cst.cases(contract=contract).map(all_dtypes)
 
 
-def _each(case: Case | _EveryDtype) -> tuple[Case, ...]:
+def _every_placement(contract: Contract) -> st.SearchStrategy[_Group]:
+    """A drawn case (any placement), and the same call with x a NumPy array, an
+    uncommitted array, and an array already in the target layout (the output of an
+    earlier call, say) where a 1-D placement can express that layout."""
+
+    def all_placements(case: Case) -> _Group:
+        variants = [("numpy",), ("uncommitted",)]
+        if case.mesh is None:
+            variants.append(("device", int(jax.devices()[0].id)))
+        elif case.mesh.devices.ndim == 1:
+            variants.append(("sharded", tuple(int(d.id) for d in case.mesh.devices), "split"))
+        others = [dataclasses.replace(case, placement=p) for p in variants if p != case.placement]
+        return _Group((case, *others))
+
+    if contract is Contract.SEED:  # the seed's x is an uncommitted array
+        return cst.cases(contract=contract).map(lambda case: _Group((case,)))
+    return cst.cases(contract=contract, any_placement=True).map(all_placements)
+
+
+def _each(case: Case | _Group) -> tuple[Case, ...]:
     """The cases of one example (a ``--case`` replay brings a single one)."""
-    return case.cases if isinstance(case, _EveryDtype) else (case,)
+    return case.cases if isinstance(case, _Group) else (case,)
 
 
 # ---------------------------------------------------------------------------
@@ -288,10 +322,10 @@ def result_type(kit: Any, case: Case) -> None:
 
 
 @check("dtype.preserved", "the result has the input's dtype", strategy=_every_dtype, examples=0.17)
-def dtype_preserved(kit: Any, example: Case | _EveryDtype) -> None:
+def dtype_preserved(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
         _, result = kit.result(case)
-        got = np.dtype(getattr(result, "dtype", np.asarray(result).dtype))
+        got = np.dtype(result.dtype if hasattr(result, "dtype") else np.asarray(result).dtype)
         if got != case.dtype:
             hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
             if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
@@ -310,7 +344,7 @@ def values_float32(kit: Any, case: Case) -> None:
 
 @check("values.all-dtypes", "every dtype in the domain is doubled exactly (integers wrap)",
        contracts=FULL_ONLY, strategy=_every_dtype, examples=0.34)
-def values_all_dtypes(kit: Any, example: Case | _EveryDtype) -> None:
+def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
         _, result = kit.result(case)
         _check_values(kit, case, result)
@@ -388,9 +422,6 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
 # ---------------------------------------------------------------------------
 # JIT with the requested shardings
 
-_TRACER_ERRORS = (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
-                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
-
 
 @check("jit.shardings", "the result comes out of jax.jit with in/out shardings = the target layout",
        strategy=_placed)
@@ -399,29 +430,39 @@ def jit_shardings(kit: Any, case: Case) -> None:
     impl, kwargs = kit.impl, case.mesh_kwargs()
     outcome = kit.runner.run("tracing pjit_double with jax.make_jaxpr",
                              lambda: jax.make_jaxpr(lambda v: impl(v, **kwargs))(x))
-    if outcome.error is not None:
+    how = "traced with jax.make_jaxpr"
+    if outcome.error is None:
+        chain = jit_probe.output_chain(outcome.result)
+    else:
         error = outcome.error
         text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
-        if isinstance(error, _TRACER_ERRORS):
-            kit.fail("pjit_double pulls x's values to the host, so its doubling is not one jitted "
-                     "computation", case, expected="a function jax.make_jaxpr can trace", got=text,
-                     hint="np.asarray(x), float(x[i]) or `if x...` on values need concrete data; "
-                          "jax.jit with in_shardings/out_shardings does not")
-        raise Inconclusive(f"jax.make_jaxpr could not trace the implementation ({text}); an "
-                           f"ahead-of-time compiled executable cannot be traced, so whether it "
-                           f"used the requested shardings cannot be seen")
-    jaxpr = outcome.result
+        if isinstance(error, TypeError) and "lowered and compiled" in str(error):
+            raise Inconclusive(f"jax.make_jaxpr cannot trace an ahead-of-time compiled executable "
+                               f"({text}), so whether it was compiled with the requested shardings "
+                               f"cannot be seen")
+        # It looks at concrete values (x.committed, np.asarray): watch a real call instead.
+        x = make_input(case)
+        watched = kit.runner.run("calling pjit_double while watching jax.jit",
+                                 lambda: jit_probe.observe(impl, x, **kwargs))
+        if watched.error is not None:
+            kit.fail_raised(case, watched.error)
+        chain = watched.result[1]
+        how = f"seen in a real call, since tracing failed with {text}"
     target = target_sharding(case.mesh)
-    chain = jit_probe.output_chain(jaxpr)
     if any(jit_probe.is_layout(c.in_sharding, target) and jit_probe.is_layout(c.out_sharding, target)
            for c in chain):
         return
-    want = f"in_shardings and out_shardings equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))"
+    want = (f"in_shardings and out_shardings equivalent to "
+            f"NamedSharding({describe_mesh(case.mesh)}, P('data'))")
     if not chain:
-        elsewhere = list(jit_probe.jit_calls(jaxpr))
-        got = ("no jit call at all: " + ", ".join(sorted({e.primitive.name for e in jaxpr.eqns})[:8])
-               if not elsewhere else f"jit calls ({', '.join(c.name for c in elsewhere)}), but the result "
-                                     f"is not their output")
+        if outcome.error is not None:
+            got = f"no jax.jit execution returned the result ({how})"
+        else:
+            jaxpr = outcome.result
+            elsewhere = list(jit_probe.jit_calls(jaxpr))
+            got = ("no jit call at all, only: " + ", ".join(sorted({e.primitive.name for e in jaxpr.eqns})[:8])
+                   if not elsewhere else
+                   f"jit calls ({', '.join(c.name for c in elsewhere)}), but the result is not their output")
         kit.fail("the result is not computed by jax.jit", case, expected=want, got=got,
                  hint="eager ops and jax.device_put give the right numbers but are not compiled with the "
                       "requested shardings: use jax.jit(f, in_shardings=s, out_shardings=s) and return its "
@@ -429,17 +470,19 @@ def jit_shardings(kit: Any, case: Case) -> None:
     inner = chain[-1]
     kit.fail("jax.jit was not given the target layout", case, expected=want,
              got=f"in_shardings={jit_probe.describe(inner.in_sharding)}, "
-                 f"out_shardings={jit_probe.describe(inner.out_sharding)}",
+                 f"out_shardings={jit_probe.describe(inner.out_sharding)} ({how})",
              hint="pass NamedSharding(mesh, PartitionSpec('data')) as both in_shardings and out_shardings")
 
 
 # ---------------------------------------------------------------------------
 # Hygiene
 
-@check("hygiene.input-intact", "the caller's x is neither deleted nor changed", strategy=_placed)
-def hygiene_input_intact(kit: Any, case: Case) -> None:
-    x, _ = kit.result(case)
-    _assert_intact(kit, case, x)
+@check("hygiene.input-intact", "the caller's x is neither deleted nor changed",
+       strategy=_every_placement, examples=0.5)
+def hygiene_input_intact(kit: Any, example: Case | _Group) -> None:
+    for case in _each(example):
+        x, _ = kit.result(case)
+        _assert_intact(kit, case, x)
 
 
 def _other_mesh(case: Case) -> Mesh:
@@ -460,15 +503,40 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf cast to int32: any value will do
             follow_ups.append(dataclasses.replace(case, values=real.astype(other)))
     _, first = kit.result(case)
-    _check_values(kit, case, first)
+    if not _is_right(case, first):
+        return  # a wrong first result is another check's finding; staleness needs a right one
     for later in follow_ups:
-        _, result = kit.result(later)
-        _check_values(kit, later, result)
-        _check_layout(kit, later, result)
-        if np.dtype(result.dtype) != later.dtype:
-            kit.fail("a later call came back with an earlier call's dtype", later,
-                     expected=str(later.dtype), got=str(result.dtype),
-                     hint="a cache keyed on too little (the length only?) hands back the wrong function")
+        _, result = kit.result(later)  # an exception here fails the check: the first call did not raise
+        if not isinstance(result, jax.Array) or result.shape != (later.n,):
+            continue  # not the earlier result (that has this shape): result.type's finding
+        got = np.dtype(result.dtype)
+        hint = ("a cache keyed on too little (the length only? the mesh's shape only?) hands back an "
+                "earlier call's result or function; key on everything the result depends on")
+        if got != later.dtype:
+            if got == first.dtype:
+                kit.fail("a later call came back with an earlier call's dtype", later,
+                         expected=str(later.dtype), got=f"{got}, the dtype of the call before", hint=hint)
+            continue  # a dtype of its own: dtype.preserved's finding
+        bad = oracle.first_mismatch(later.values, np.asarray(result))
+        if bad is not None and first.dtype == got and np.array_equal(_bits(np.asarray(result)),
+                                                                     _bits(np.asarray(first))):
+            kit.fail("a later call returned the earlier call's result", later,
+                     expected=f"result[{bad.index}] = 2 * {bad.input} = {bad.expected}",
+                     got=f"result[{bad.index}] = {bad.got}, the earlier call's element", hint=hint)
+        target = target_sharding(later.mesh)
+        if (not result.sharding.is_equivalent_to(target, 1)
+                and result.sharding.is_equivalent_to(first.sharding, 1)):
+            kit.fail("a later call with another mesh came back in the earlier call's layout", later,
+                     expected=f"NamedSharding({describe_mesh(later.mesh)}, P('data')) or an equivalent",
+                     got=f"{result.sharding!r}, the layout of the call before", hint=hint)
+
+
+def _is_right(case: Case, result: Any) -> bool:
+    """Does ``result`` pass every check of one call (type, shape, dtype, values, layout)?"""
+    if not isinstance(result, jax.Array) or result.shape != (case.n,) or result.dtype != case.dtype:
+        return False
+    return (oracle.first_mismatch(case.values, np.asarray(result)) is None
+            and result.sharding.is_equivalent_to(target_sharding(case.mesh), 1))
 
 
 def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
@@ -504,12 +572,13 @@ def hygiene_global_state(kit: Any, case: Case) -> None:
 # Inputs and compilation (full contract)
 
 @check("inputs.placements", "NumPy, uncommitted, single-device and sharded inputs are all accepted",
-       contracts=FULL_ONLY, strategy=lambda contract: cst.cases(contract=contract, any_placement=True))
-def inputs_placements(kit: Any, case: Case) -> None:
-    x, result = kit.result(case)
-    _check_values(kit, case, result)
-    _check_layout(kit, case, result)
-    _assert_intact(kit, case, x)
+       contracts=FULL_ONLY, strategy=_every_placement, examples=0.5)
+def inputs_placements(kit: Any, example: Case | _Group) -> None:
+    for case in _each(example):
+        x, result = kit.result(case)
+        _check_values(kit, case, result)
+        _check_layout(kit, case, result)
+        _assert_intact(kit, case, x)
 
 
 @check("compile.once", "a second call with the same shape, dtype and mesh compiles nothing",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 from jax.extend import core as jax_core
 from jax.sharding import Sharding
 
@@ -77,6 +78,44 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
                                eqn.params["out_shardings"][k], depth)
                 return [call, *output_chain(eqn.params["jaxpr"], k, depth + 1)]
     return []
+
+
+def observe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[JitCall]]:
+    """Call ``fn`` for real and return its result with the jit chain that produced it.
+
+    For implementations that cannot be traced because they look at concrete
+    values (``x.committed``, ``np.asarray``): JAX's caches are cleared so that
+    every jitted call takes the Python path, where the shardings it was
+    compiled with are visible, and each execution's outputs are recorded.
+    The chain is the execution whose output *is* the returned object, plus
+    the jit equations inside it that produce that output.  Runs on the
+    implementation's thread; restores JAX's internals before returning.
+    """
+    from jax._src import pjit as jax_pjit  # internals: no public hook sees jit params
+
+    original = jax_pjit._pjit_call_impl_python
+    seen: list[tuple[dict[str, Any], list[Any]]] = []
+
+    def spy(*flat: Any, **params: Any) -> Any:
+        answer = original(*flat, **params)
+        seen.append((params, list(answer[0])))
+        return answer
+
+    jax.clear_caches()
+    jax_pjit._pjit_call_impl_python = spy
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        jax_pjit._pjit_call_impl_python = original
+    for params, outputs in reversed(seen):
+        for k, out in enumerate(outputs):
+            if out is result:
+                vectors = [s for s, a in zip(params["in_shardings"], params["jaxpr"].in_avals, strict=False)
+                           if getattr(a, "ndim", 0) == 1]
+                call = JitCall(str(params.get("name", "?")), vectors[0] if vectors else None,
+                               params["out_shardings"][k], 0)
+                return result, [call, *output_chain(params["jaxpr"], k, 1)]
+    return result, []
 
 
 def is_layout(sharding: Any, target: Sharding) -> bool:

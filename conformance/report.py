@@ -87,9 +87,9 @@ def _version(package: str) -> str | None:
 
 
 def to_json(report: Report) -> dict[str, Any]:
-    from conformance.registry import CHECKS
-
     import jax
+
+    from conformance.registry import CHECKS
 
     totals = {k: sum(getattr(r, k) for r in report.results.values())
               for k in ("examples", "calls", "compiles", "seconds_in_impl")}
