@@ -259,11 +259,14 @@ def _every_dtype(contract: Contract) -> st.SearchStrategy[_Group]:
 
 def _every_placement(contract: Contract) -> st.SearchStrategy[_Group]:
     """A drawn case (any placement), and the same call with x a NumPy array, an
-    uncommitted array, and an array already in the target layout (the output of an
-    earlier call, say) where a 1-D placement can express that layout."""
+    uncommitted array, an array committed elsewhere (replicated over every device),
+    and an array already in the target layout (the output of an earlier call, say)
+    where a 1-D placement can express that layout."""
 
     def all_placements(case: Case) -> _Group:
-        variants = [("numpy",), ("uncommitted",)]
+        everywhere = tuple(int(d.id) for d in reversed(jax.devices()))
+        variants: list[tuple[Any, ...]] = [("numpy",), ("uncommitted",),
+                                           ("sharded", everywhere, "replicated")]
         if case.mesh is None:
             variants.append(("device", int(jax.devices()[0].id)))
         elif case.mesh.devices.ndim == 1:

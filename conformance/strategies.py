@@ -22,7 +22,6 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from hypothesis.extra import numpy as hnp
 from jax.sharding import Mesh
 
 from conformance.case import Case, MeshArg, Placement, make_mesh
@@ -53,10 +52,10 @@ def lengths(*, data_size: int = 1, divisible: bool | None = True,
             max_length: int = MAX_LENGTH) -> st.SearchStrategy[int]:
     """Vector lengths in ``[0, max_length]``.
 
-    Biased towards boundary lengths, primes, and multiples of ``data_size``
-    and their neighbours.  ``divisible=True`` keeps multiples of
-    ``data_size`` only, ``False`` only non-multiples (needs
-    ``data_size > 1``), ``None`` any length.
+    Biased towards boundary lengths, primes, multiples of ``data_size`` and
+    their neighbours, and the upper half of the range.  ``divisible=True``
+    keeps multiples of ``data_size`` only, ``False`` only non-multiples
+    (needs ``data_size > 1``), ``None`` any length.
     """
     _check(isinstance(data_size, int) and data_size >= 1, f"data_size={data_size!r} must be an int >= 1")
     _check(isinstance(max_length, int) and max_length >= data_size,
@@ -69,6 +68,7 @@ def lengths(*, data_size: int = 1, divisible: bool | None = True,
         st.sampled_from([n for n in BOUNDARY_LENGTHS + PRIME_LENGTHS if n <= max_length]),
         near_multiple,
         st.integers(0, max_length),
+        st.integers(max_length // 2, max_length),  # long vectors: Hypothesis favours small integers
     )
     if divisible is None:
         return raw
@@ -110,13 +110,46 @@ def _float_dtype(name: str) -> np.dtype:
     return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
 
 
+_DRAWN_ELEMENTS = 16  # at most this many elements are drawn one by one, at drawn positions
+
+
+@st.composite
+def _vectors(draw: st.DrawFn, *, dtype: np.dtype, length: int, edges: np.ndarray,
+             elements: st.SearchStrategy[int]) -> np.ndarray:
+    """``length`` integers of ``dtype``: a background and a few elements drawn where Hypothesis likes.
+
+    The background is one drawn element repeated or, as often, a different
+    value in every position: uniform over the dtype with ``edges`` mixed in
+    at a quarter of the positions, from a generator Hypothesis seeds.  So a
+    long vector is not mostly one number (what ``hnp.arrays`` gives: it draws
+    a few elements and fills the rest with one value), a defect at any
+    position shows, and Hypothesis makes a few dozen choices however long the
+    vector is.  It shrinks to a constant background with a few elements.
+    """
+    if length == 0:
+        return np.zeros(0, dtype)
+    if draw(st.booleans()):
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        info = np.iinfo(dtype)
+        out = rng.integers(info.min, info.max, size=length, dtype=dtype, endpoint=True)
+        mixed = rng.random(length) < 0.25
+        out[mixed] = rng.choice(edges, size=int(mixed.sum()))
+    else:
+        out = np.full(length, draw(elements), dtype=dtype)
+    for index, value in draw(st.lists(st.tuples(st.integers(0, length - 1), elements),
+                                      max_size=_DRAWN_ELEMENTS)):
+        out[index] = value
+    return out
+
+
 def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrategy[np.ndarray]:
     """1-D arrays of ``dtype`` over the dtype's whole range.
 
     Floats are drawn as bit patterns, so every exponent, both signs, NaN
     payloads and subnormals are as likely as ordinary numbers, mixed with
     ``special_floats``.  Integers cover the full range with the extremes.
-    Complex numbers draw each component as their float type does.
+    Complex numbers draw each component as their float type does.  Long
+    vectors differ in every position, not only in a few (see ``_vectors``).
     """
     dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
     _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
@@ -128,14 +161,15 @@ def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrate
         specials = special_floats(dtype).view(bits)
         elements = st.one_of(st.sampled_from([int(b) for b in specials]),
                              st.integers(0, int(np.iinfo(bits).max)))
-        return hnp.arrays(bits, length, elements=elements).map(lambda a: a.view(dtype))
+        return _vectors(dtype=bits, length=length, edges=specials, elements=elements).map(
+            lambda a: a.view(dtype))
     _check(dtype.kind in "iu", f"values() has no strategy for dtype {dtype}")
     info = np.iinfo(dtype)
-    edges = [info.min, info.max, 0, 1, -1 if info.min < 0 else 2,
-             info.max // 2, info.max // 2 + 1, info.min // 2, info.min // 2 - 1]
-    elements = st.one_of(st.sampled_from(sorted({e for e in edges if info.min <= e <= info.max})),
-                         st.integers(int(info.min), int(info.max)))
-    return hnp.arrays(dtype, length, elements=elements)
+    edges = sorted({e for e in [info.min, info.max, 0, 1, -1 if info.min < 0 else 2, info.max // 2,
+                                info.max // 2 + 1, info.min // 2, info.min // 2 - 1]
+                    if info.min <= e <= info.max})
+    return _vectors(dtype=dtype, length=length, edges=np.array(edges, dtype=dtype),
+                    elements=st.one_of(st.sampled_from(edges), st.integers(int(info.min), int(info.max))))
 
 
 def dtypes(*, contract: Contract | str = Contract.FULL,

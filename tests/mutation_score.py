@@ -17,7 +17,7 @@ A mutant module defines ``pjit_double``, a one-line docstring naming its
 defect and ``KILLED_BY = ("check.id", ...)``: the checks that name the
 defect, the primary one first.  Optional: ``CALL_TIMEOUT`` (seconds, for
 mutants that hang).  An alternate may list ``INCONCLUSIVE = ("check.id",)``:
-checks it is expected to leave inconclusive (skipped), never failed.
+checks that may find it inconclusive (skipped), but never failed.
 
 tests/test_mutants.py imports the helpers below; they need no JAX.
 """

@@ -1,8 +1,9 @@
 """Correct: bare PartitionSpecs for jit, resolved against the mesh set by `with jax.set_mesh(mesh):`.
 
 The context manager restores the previous mesh on the way out, so no global
-state is left behind.  ``jax.set_mesh`` cannot be entered while tracing, so
-the kit's jit.shardings check cannot see inside and reports it inconclusive.
+state is left behind.  ``jax.set_mesh`` refuses to run while tracing, so
+jax.make_jaxpr cannot trace this: jit.shardings must watch a real call or
+report the check inconclusive, never fail it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-INCONCLUSIVE = ("jit.shardings",)  # it cannot be traced, so the kit cannot see its shardings
+INCONCLUSIVE = ("jit.shardings",)  # may be: it cannot be traced, so its shardings may not be seen
 
 _double = jax.jit(lambda v: v + v, in_shardings=PartitionSpec("data"), out_shardings=PartitionSpec("data"))
 _default: list[Mesh] = []
