@@ -19,7 +19,7 @@ from jax.sharding import Mesh
 
 from conformance import calls, jit_probe, oracle
 from conformance import strategies as cst
-from conformance.case import Case, describe_mesh, make_input
+from conformance.case import Case, MeshArg, describe_mesh, make_input
 from conformance.contract import (
     DATA_AXIS,
     Contract,
@@ -46,8 +46,8 @@ def _shard_map(array: Any) -> dict[int, tuple[int, int]]:
 
 def _target_shards(case: Case) -> dict[int, tuple[int, int]]:
     target = target_sharding(case.mesh)
-    return {int(d.id): idx[0].indices(case.n)[:2]
-            for d, idx in target.addressable_devices_indices_map((case.n,)).items()}
+    indices: Any = target.addressable_devices_indices_map((case.n,))
+    return {int(d.id): idx[0].indices(case.n)[:2] for d, idx in indices.items()}
 
 
 def _require_array(kit: Any, case: Case, result: Any) -> None:
@@ -247,7 +247,7 @@ def _every_dtype(contract: Contract) -> st.SearchStrategy[_Group]:
     The other dtypes' values are made from the drawn values' bits and the
     dtype's edge values, so Hypothesis draws and shrinks one vector only.
     """
-    domain = dtypes_in_domain(contract, x64=bool(jax.config.jax_enable_x64))
+    domain = dtypes_in_domain(contract, x64=bool(jax.config.read("jax_enable_x64")))
 
     def all_dtypes(case: Case) -> _Group:
         others = [dataclasses.replace(case, values=_in_dtype(case.values, d))
@@ -301,7 +301,8 @@ def call_smoke(kit: Any, _: Case | None) -> None:
 @check("api.mesh-keyword", "pjit_double accepts mesh=None and mesh=<Mesh> by keyword (gate)",
        contracts=FULL_ONLY, gate=True)
 def api_mesh_keyword(kit: Any, _: Case | None) -> None:
-    for mesh_arg, mesh in (("none", None), ("mesh", default_mesh())):
+    calls_with: tuple[tuple[MeshArg, Mesh | None], ...] = (("none", None), ("mesh", default_mesh()))
+    for mesh_arg, mesh in calls_with:
         case = Case(_SMOKE.copy(), mesh, mesh_arg)
         _, outcome = kit.call(case)
         if outcome.error is not None:
@@ -463,7 +464,8 @@ def jit_shardings(kit: Any, case: Case) -> None:
         else:
             jaxpr = outcome.result
             elsewhere = list(jit_probe.jit_calls(jaxpr))
-            got = ("no jit call at all, only: " + ", ".join(sorted({e.primitive.name for e in jaxpr.eqns})[:8])
+            primitives = sorted({e.primitive.name for e in jaxpr.eqns})[:8]
+            got = ("no jit call at all, only: " + ", ".join(primitives)
                    if not elsewhere else
                    f"jit calls ({', '.join(c.name for c in elsewhere)}), but the result is not their output")
         kit.fail("the result is not computed by jax.jit", case, expected=want, got=got,

@@ -175,7 +175,7 @@ def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrate
 def dtypes(*, contract: Contract | str = Contract.FULL,
            x64: bool | None = None) -> st.SearchStrategy[np.dtype]:
     """The input dtypes in the contract's domain (float32 first, so it shrinks there)."""
-    x64 = bool(jax.config.jax_enable_x64) if x64 is None else x64
+    x64 = bool(jax.config.read("jax_enable_x64")) if x64 is None else x64
     return st.sampled_from(dtypes_in_domain(Contract(contract), x64=x64))
 
 
@@ -276,9 +276,9 @@ def cases(draw: st.DrawFn, *, contract: Contract | str = Contract.FULL,
         dtype = draw(st.sampled_from([np.dtype(d) for d in dtypes_from]))
     else:
         dtype = draw(dtypes(contract=contract))
-    if mesh_args is None:
-        mesh_args = ("omit",) if contract is Contract.SEED else ("mesh", "none", "omit")
-    mesh_arg: MeshArg = "mesh" if not divisible else draw(st.sampled_from(list(mesh_args)))
+    allowed: Sequence[MeshArg] = mesh_args if mesh_args is not None else (
+        ("omit",) if contract is Contract.SEED else ("mesh", "none", "omit"))
+    mesh_arg: MeshArg = "mesh" if not divisible else draw(st.sampled_from(list(allowed)))
     mesh = None
     data_size = 1
     if mesh_arg == "mesh":

@@ -65,9 +65,9 @@ class Subject:
 
 def _constant(tree: ast.Module, name: str) -> object:
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            return ast.literal_eval(node.value)  # type: ignore[union-attr]
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                for t in node.targets):
+            return ast.literal_eval(node.value)
     return None
 
 
@@ -185,7 +185,9 @@ def run_conformance(subject: Subject, profile: str = "default", checks: tuple[st
             returncode, output = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired as exc:
             returncode = -1
-            output = f"{exc.stdout or ''}{exc.stderr or ''}\n[the run took more than {RUN_TIMEOUT:g} s]"
+            parts = [p.decode(errors="replace") if isinstance(p, bytes) else p or ""
+                     for p in (exc.stdout, exc.stderr)]
+            output = "".join(parts) + f"\n[the run took more than {RUN_TIMEOUT:g} s]"
         run = Run(subject, profile, returncode, output, time.perf_counter() - start)
         _read_junit(junit, run)
     run.failed_lines = list(dict.fromkeys(_FAILED_LINE.findall(output)))
