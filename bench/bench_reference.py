@@ -95,16 +95,25 @@ def main() -> None:
     sizes = SIZES[:3] if args.quick else SIZES
     meshes = {"default": None, "8-device": Mesh(np.array(jax.devices()[:8]), ("data",))}
     print(f"jax {jax.__version__}, {len(jax.devices())} CPU devices, {rounds} rounds, medians per call")
-    header = (f"{'mesh':<9} {'n':>9} {'prebuilt':>12} {'reference':>12} {'exercise':>12} {'numpy':>12}"
-              f" {'ref/pre':>8} {'exer/ref':>9} {'numpy/pre':>9}")
+    header = (
+        f"{'mesh':<9} {'n':>9} {'prebuilt':>12} {'reference':>12} {'exercise':>12} {'numpy':>12}"
+        f" {'ref/pre':>8} {'exer/ref':>9} {'numpy/pre':>9}"
+    )
     print(header)
     print("-" * len(header))
     for mesh_name, mesh in meshes.items():
         for n in sizes:
             t = measure(n, mesh, rounds)
-            print(f"{mesh_name:<9} {n:>9} {fmt(t['prebuilt'])} {fmt(t['reference'])} {fmt(t['exercise'])}"
-                  f" {fmt(t['numpy'])} {t['reference'] / t['prebuilt']:8.2f} {t['exercise'] / t['reference']:9.0f}"
-                  f" {t['numpy'] / t['prebuilt']:9.2f}", flush=True)
+            ratios = (
+                t["reference"] / t["prebuilt"],
+                t["exercise"] / t["reference"],
+                t["numpy"] / t["prebuilt"],
+            )
+            print(
+                f"{mesh_name:<9} {n:>9} {fmt(t['prebuilt'])} {fmt(t['reference'])} {fmt(t['exercise'])}"
+                f" {fmt(t['numpy'])} {ratios[0]:8.2f} {ratios[1]:9.0f} {ratios[2]:9.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -112,7 +112,8 @@ class Runner:
         if self.hung is not None:
             raise ImplementationHung(
                 f"not called: the implementation hung earlier in this session ({self.hung}) "
-                f"and is not called again")
+                f"and is not called again"
+            )
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="conformance-impl", daemon=True)
             self._thread.start()
@@ -132,7 +133,8 @@ class Runner:
             raise ImplementationHung(
                 f"{what} did not return within --call-timeout={self.timeout:g} s. Does it wait "
                 f"for something that never comes (a lock, a queue, a collective that other "
-                f"devices or processes never join)? It will not be called again in this session.")
+                f"devices or processes never join)? It will not be called again in this session."
+            )
         seconds = time.perf_counter() - start
         compiles = counter.count - before
         self.stats.calls += 1

@@ -54,8 +54,10 @@ class Case:
 
     def describe(self) -> str:
         """The input in words, for failure messages."""
-        return (f"length {self.n}, dtype {self.dtype}, mesh {describe_mesh(self.mesh)}, "
-                f"called with {call_text(self)}, x {describe_placement(self.placement)}")
+        return (
+            f"length {self.n}, dtype {self.dtype}, mesh {describe_mesh(self.mesh)}, "
+            f"called with {call_text(self)}, x {describe_placement(self.placement)}"
+        )
 
     def __repr__(self) -> str:
         return f"Case({self.describe()})"
@@ -105,8 +107,9 @@ def make_input(case: Case) -> Any:
         sharding = target_sharding(case.mesh)
         if case.n % data_axis_size(case.mesh):  # no such layout: replicate over every device
             sharding = NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec())
-        return jax.make_array_from_callback(values.shape, sharding, lambda index: values[index],
-                                            dtype=values.dtype)
+        return jax.make_array_from_callback(
+            values.shape, sharding, lambda index: values[index], dtype=values.dtype
+        )
     kind = case.placement[0]
     if kind == "numpy":
         return case.values.copy()
@@ -127,9 +130,9 @@ def encode(case: Case) -> str:
     data = {
         "dtype": str(case.dtype),
         "values": base64.b64encode(case.values.tobytes()).decode(),
-        "mesh": None if mesh is None else {
-            "ids": device_ids(mesh), "shape": list(mesh.devices.shape),
-            "axes": list(mesh.axis_names)},
+        "mesh": None
+        if mesh is None
+        else {"ids": device_ids(mesh), "shape": list(mesh.devices.shape), "axes": list(mesh.axis_names)},
         "mesh_arg": case.mesh_arg,
         "placement": list(case.placement),
     }

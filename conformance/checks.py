@@ -52,9 +52,13 @@ def _target_shards(case: Case) -> dict[int, tuple[int, int]]:
 
 def _require_array(kit: Any, case: Case, result: Any) -> None:
     if not isinstance(result, jax.Array):
-        kit.fail("the result is not a jax.Array, so it has no layout to check", case,
-                 expected="a jax.Array", got=f"{type(result).__module__}.{type(result).__qualname__}",
-                 hint="return the jitted function's output itself, not np.asarray(...) or a Python list")
+        kit.fail(
+            "the result is not a jax.Array, so it has no layout to check",
+            case,
+            expected="a jax.Array",
+            got=f"{type(result).__module__}.{type(result).__qualname__}",
+            hint="return the jitted function's output itself, not np.asarray(...) or a Python list",
+        )
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -78,24 +82,36 @@ def _host(array: Any, fill: np.ndarray) -> np.ndarray:
 def _assert_intact(kit: Any, case: Case, x: Any) -> None:
     """The caller's x is neither deleted nor changed by the call."""
     if isinstance(x, jax.Array) and x.is_deleted():
-        kit.fail("the caller's x was deleted by the call", case, expected="x still usable after the call",
-                 got="x.is_deleted() is True",
-                 hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
-                      "the caller still owns x")
+        kit.fail(
+            "the caller's x was deleted by the call",
+            case,
+            expected="x still usable after the call",
+            got="x.is_deleted() is True",
+            hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
+            "the caller still owns x",
+        )
     now = _host(x, case.values)
     if now.dtype != case.dtype or not np.array_equal(_bits(now), _bits(case.values)):
         i = int(np.flatnonzero(_bits(now) != _bits(case.values))[0]) if now.shape == case.values.shape else 0
-        kit.fail("the caller's x was changed by the call", case,
-                 expected=f"x[{i}] = {oracle.show(case.values[i])}", got=f"x[{i}] = {oracle.show(now[i])}",
-                 hint="do not write into the input (in-place NumPy ops on np.asarray(x), donation)")
+        kit.fail(
+            "the caller's x was changed by the call",
+            case,
+            expected=f"x[{i}] = {oracle.show(case.values[i])}",
+            got=f"x[{i}] = {oracle.show(now[i])}",
+            hint="do not write into the input (in-place NumPy ops on np.asarray(x), donation)",
+        )
 
 
 def _check_values(kit: Any, case: Case, result: Any) -> None:
     """Values only: shape first (nothing to compare otherwise), dtype left to dtype.preserved."""
     got = _host(result, oracle.doubled(case.values))
     if got.shape != (case.n,):
-        kit.fail("the result has the wrong shape, so its values cannot be compared", case,
-                 expected=f"shape ({case.n},)", got=f"shape {got.shape}")
+        kit.fail(
+            "the result has the wrong shape, so its values cannot be compared",
+            case,
+            expected=f"shape ({case.n},)",
+            got=f"shape {got.shape}",
+        )
     if got.dtype != case.dtype:
         got = got.astype(case.dtype)  # a wrong dtype is dtype.preserved's finding
     bad = oracle.first_mismatch(case.values, got)
@@ -109,11 +125,17 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
         if not finite[bad.index]:
             hint = "special values (NaN, +/-inf) are not doubled as IEEE arithmetic doubles them"
         elif bad.count < case.n:
-            hint = (f"only some elements are wrong ({bad.count} of {case.n}): look at magnitudes, signs, "
-                    f"zeros, or rounding through a narrower type")
-    kit.fail(f"result values are not the input doubled ({bad.count} of {case.n} elements differ)", case,
-             expected=f"result[{bad.index}] = 2 * {bad.input} = {bad.expected}",
-             got=f"result[{bad.index}] = {bad.got}", hint=hint)
+            hint = (
+                f"only some elements are wrong ({bad.count} of {case.n}): look at magnitudes, signs, "
+                f"zeros, or rounding through a narrower type"
+            )
+    kit.fail(
+        f"result values are not the input doubled ({bad.count} of {case.n} elements differ)",
+        case,
+        expected=f"result[{bad.index}] = 2 * {bad.input} = {bad.expected}",
+        got=f"result[{bad.index}] = {bad.got}",
+        hint=hint,
+    )
 
 
 def _layout_hint(case: Case, result: Any) -> str:
@@ -121,28 +143,42 @@ def _layout_hint(case: Case, result: Any) -> str:
     got_ids, want_ids = _devices(result.sharding), _devices(target)
     if got_ids != want_ids:
         if case.mesh is None and len(got_ids) == 1:
-            return (f"result lies on device {got_ids[0]}; the target is the first device, "
-                    f"jax.devices()[:1] -- did you pick another device (jax.devices()[-1:])?")
+            return (
+                f"result lies on device {got_ids[0]}; the target is the first device, "
+                f"jax.devices()[:1] -- did you pick another device (jax.devices()[-1:])?"
+            )
         if case.mesh is None:
-            return (f"result lies on devices {got_ids}; with no mesh the target is the first device "
-                    f"only -- did you build the mesh from all of jax.devices()?")
-        return (f"result lies on devices {got_ids} but the mesh holds devices {want_ids}: "
-                f"build the sharding from the mesh you were given")
+            return (
+                f"result lies on devices {got_ids}; with no mesh the target is the first device "
+                f"only -- did you build the mesh from all of jax.devices()?"
+            )
+        return (
+            f"result lies on devices {got_ids} but the mesh holds devices {want_ids}: "
+            f"build the sharding from the mesh you were given"
+        )
     spec = getattr(result.sharding, "spec", None)
     if spec is not None and tuple(spec) != (DATA_AXIS,):
-        return (f"the result's partition spec is {spec}; the target is PartitionSpec('data') "
-                f"(shard the vector over the 'data' axis, replicate over the others)")
-    return ("the right devices but not in the mesh's order: shards must follow mesh.devices "
-            "(did you sort devices or rebuild the mesh?)")
+        return (
+            f"the result's partition spec is {spec}; the target is PartitionSpec('data') "
+            f"(shard the vector over the 'data' axis, replicate over the others)"
+        )
+    return (
+        "the right devices but not in the mesh's order: shards must follow mesh.devices "
+        "(did you sort devices or rebuild the mesh?)"
+    )
 
 
 def _check_layout(kit: Any, case: Case, result: Any) -> None:
     _require_array(kit, case, result)
     target = target_sharding(case.mesh)
     if not result.sharding.is_equivalent_to(target, 1):
-        kit.fail("the result does not have the requested layout", case,
-                 expected=f"a sharding equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))",
-                 got=repr(result.sharding), hint=_layout_hint(case, result))
+        kit.fail(
+            "the result does not have the requested layout",
+            case,
+            expected=f"a sharding equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))",
+            got=repr(result.sharding),
+            hint=_layout_hint(case, result),
+        )
 
 
 def _flip_bits(values: np.ndarray) -> np.ndarray:
@@ -152,6 +188,7 @@ def _flip_bits(values: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------
 # Strategies per check: what each one needs to see, and no more.
+
 
 def _any(contract: Contract) -> st.SearchStrategy[Case]:
     return cst.cases(contract=contract)
@@ -169,8 +206,13 @@ def _default_mesh(contract: Contract) -> st.SearchStrategy[Case]:
 
 def _on_meshes(contract: Contract, meshes: st.SearchStrategy[Mesh]) -> st.SearchStrategy[Case]:
     """Cases passed one of ``meshes``, their length cut to a multiple of its data axis."""
-    return st.builds(lambda c, m: dataclasses.replace(c, mesh=m, mesh_arg="mesh", values=c.values[
-        : c.n - c.n % int(m.shape[DATA_AXIS])]), cst.cases(contract=contract, mesh_args=("mesh",)), meshes)
+    return st.builds(
+        lambda c, m: dataclasses.replace(
+            c, mesh=m, mesh_arg="mesh", values=c.values[: c.n - c.n % int(m.shape[DATA_AXIS])]
+        ),
+        cst.cases(contract=contract, mesh_args=("mesh",)),
+        meshes,
+    )
 
 
 def _split_2d() -> st.SearchStrategy[Mesh]:
@@ -250,8 +292,9 @@ def _every_dtype(contract: Contract) -> st.SearchStrategy[_Group]:
     domain = dtypes_in_domain(contract, x64=bool(jax.config.read("jax_enable_x64")))
 
     def all_dtypes(case: Case) -> _Group:
-        others = [dataclasses.replace(case, values=_in_dtype(case.values, d))
-                  for d in domain if d != case.dtype]
+        others = [
+            dataclasses.replace(case, values=_in_dtype(case.values, d)) for d in domain if d != case.dtype
+        ]
         return _Group((case, *others))
 
     return cst.cases(contract=contract).map(all_dtypes)
@@ -265,8 +308,11 @@ def _every_placement(contract: Contract) -> st.SearchStrategy[_Group]:
 
     def all_placements(case: Case) -> _Group:
         everywhere = tuple(int(d.id) for d in reversed(jax.devices()))
-        variants: list[tuple[Any, ...]] = [("numpy",), ("uncommitted",),
-                                           ("sharded", everywhere, "replicated")]
+        variants: list[tuple[Any, ...]] = [
+            ("numpy",),
+            ("uncommitted",),
+            ("sharded", everywhere, "replicated"),
+        ]
         # jit moves some committed layouts by itself and refuses others (one device, or a
         # subset of the devices, for a larger mesh): include both kinds every time.
         variants.append(("device", int(jax.devices()[-1].id)))
@@ -303,8 +349,12 @@ def call_smoke(kit: Any, _: Case | None) -> None:
         kit.fail_raised(case, outcome.error)
 
 
-@check("api.mesh-keyword", "pjit_double accepts mesh=None and mesh=<Mesh> by keyword (gate)",
-       contracts=FULL_ONLY, gate=True)
+@check(
+    "api.mesh-keyword",
+    "pjit_double accepts mesh=None and mesh=<Mesh> by keyword (gate)",
+    contracts=FULL_ONLY,
+    gate=True,
+)
 def api_mesh_keyword(kit: Any, _: Case | None) -> None:
     calls_with: tuple[tuple[MeshArg, Mesh | None], ...] = (("none", None), ("mesh", default_mesh()))
     for mesh_arg, mesh in calls_with:
@@ -312,22 +362,32 @@ def api_mesh_keyword(kit: Any, _: Case | None) -> None:
         _, outcome = kit.call(case)
         if outcome.error is not None:
             error = f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0]
-            kit.fail("the call with the mesh keyword raised: `mesh` is not supported", case,
-                     expected="pjit_double(x, *, mesh=None) to accept a mesh by keyword", got=error,
-                     hint="the full contract passes mesh=...; to check the exercise as written, "
-                          "run with --contract seed")
+            kit.fail(
+                "the call with the mesh keyword raised: `mesh` is not supported",
+                case,
+                expected="pjit_double(x, *, mesh=None) to accept a mesh by keyword",
+                got=error,
+                hint="the full contract passes mesh=...; to check the exercise as written, "
+                "run with --contract seed",
+            )
 
 
 # ---------------------------------------------------------------------------
 # Result type, dtype, values
+
 
 @check("result.type", "the result is a jax.Array of shape (n,)", strategy=_any, examples=0.5)
 def result_type(kit: Any, case: Case) -> None:
     _, result = kit.result(case)
     _require_array(kit, case, result)
     if result.shape != (case.n,):
-        kit.fail("the result has the wrong shape", case, expected=f"shape ({case.n},)",
-                 got=f"shape {result.shape}", hint="doubling keeps the shape: no reshape, padding or slicing")
+        kit.fail(
+            "the result has the wrong shape",
+            case,
+            expected=f"shape ({case.n},)",
+            got=f"shape {result.shape}",
+            hint="doubling keeps the shape: no reshape, padding or slicing",
+        )
 
 
 @check("dtype.preserved", "the result has the input's dtype", strategy=_every_dtype, examples=0.17)
@@ -338,21 +398,37 @@ def dtype_preserved(kit: Any, example: Case | _Group) -> None:
         if got != case.dtype:
             hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
             if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
-                hint = ("the result was widened: multiply by a Python 2 (weakly typed) or cast back "
-                        "with .astype(x.dtype); check jax_enable_x64 is not switched on")
-            kit.fail("the result's dtype is not the input's", case, expected=str(case.dtype), got=str(got),
-                     hint=hint)
+                hint = (
+                    "the result was widened: multiply by a Python 2 (weakly typed) or cast back "
+                    "with .astype(x.dtype); check jax_enable_x64 is not switched on"
+                )
+            kit.fail(
+                "the result's dtype is not the input's",
+                case,
+                expected=str(case.dtype),
+                got=str(got),
+                hint=hint,
+            )
 
 
-@check("values.float32", "float32 values are doubled exactly (specials, all lengths)",
-       strategy=_float32, examples=2)
+@check(
+    "values.float32",
+    "float32 values are doubled exactly (specials, all lengths)",
+    strategy=_float32,
+    examples=2,
+)
 def values_float32(kit: Any, case: Case) -> None:
     _, result = kit.result(case)
     _check_values(kit, case, result)
 
 
-@check("values.all-dtypes", "every dtype in the domain is doubled exactly (integers wrap)",
-       contracts=FULL_ONLY, strategy=_every_dtype, examples=0.34)
+@check(
+    "values.all-dtypes",
+    "every dtype in the domain is doubled exactly (integers wrap)",
+    contracts=FULL_ONLY,
+    strategy=_every_dtype,
+    examples=0.34,
+)
 def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
         _, result = kit.result(case)
@@ -362,15 +438,23 @@ def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
 # ---------------------------------------------------------------------------
 # Layout
 
-@check("layout.default-device", "without a mesh the result lies on the first device, P('data')",
-       strategy=_default_mesh)
+
+@check(
+    "layout.default-device",
+    "without a mesh the result lies on the first device, P('data')",
+    strategy=_default_mesh,
+)
 def layout_default_device(kit: Any, case: Case) -> None:
     _, result = kit.result(case)
     _check_layout(kit, case, result)
 
 
-@check("layout.mesh", "with a mesh the result is NamedSharding(mesh, P('data'))",
-       contracts=FULL_ONLY, strategy=_explicit_mesh)
+@check(
+    "layout.mesh",
+    "with a mesh the result is NamedSharding(mesh, P('data'))",
+    contracts=FULL_ONLY,
+    strategy=_explicit_mesh,
+)
 def layout_mesh(kit: Any, case: Case) -> None:
     _, result = kit.result(case)
     _check_layout(kit, case, result)
@@ -383,46 +467,62 @@ def layout_mesh(kit: Any, case: Case) -> None:
         _check_layout(kit, other, result)
 
 
-@check("layout.shards", "each addressable shard lies on its device and covers its index range",
-       strategy=_any)
+@check("layout.shards", "each addressable shard lies on its device and covers its index range", strategy=_any)
 def layout_shards(kit: Any, case: Case) -> None:
     _, result = kit.result(case)
     _require_array(kit, case, result)
     got, want = _shard_map(result), _target_shards(case)
     if got != want:
         wrong = sorted(set(got.items()) ^ set(want.items()))[0][0]
-        kit.fail("the result's shards are not where the target layout puts them", case,
-                 expected=f"shards {dict(sorted(want.items()))} (device id -> [start, stop))",
-                 got=f"shards {dict(sorted(got.items()))}",
-                 hint=f"device {wrong} first differs; " + _layout_hint(case, result))
+        kit.fail(
+            "the result's shards are not where the target layout puts them",
+            case,
+            expected=f"shards {dict(sorted(want.items()))} (device id -> [start, stop))",
+            got=f"shards {dict(sorted(got.items()))}",
+            hint=f"device {wrong} first differs; " + _layout_hint(case, result),
+        )
 
 
 # ---------------------------------------------------------------------------
 # Divisibility
 
-@check("divisibility.error", "a length the data axis does not divide raises ValueError, x intact",
-       contracts=FULL_ONLY, strategy=_indivisible)
+
+@check(
+    "divisibility.error",
+    "a length the data axis does not divide raises ValueError, x intact",
+    contracts=FULL_ONLY,
+    strategy=_indivisible,
+)
 def divisibility_error(kit: Any, case: Case) -> None:
     x, outcome = kit.call(case)
     size = data_axis_size(case.mesh)
     if outcome.error is None:
         result = outcome.result
-        kit.fail("no error for a length the data axis does not divide", case,
-                 expected=f"ValueError: length {case.n} is not divisible by the data axis size {size}",
-                 got=f"a result of shape {getattr(result, 'shape', '?')} with "
-                     f"{getattr(result, 'sharding', type(result).__name__)}",
-                 hint="shard with NamedSharding(mesh, P('data')) as jit's in_shardings: an equal "
-                      "partition is impossible here, and JAX says so (padding or replicating hides it)")
+        kit.fail(
+            "no error for a length the data axis does not divide",
+            case,
+            expected=f"ValueError: length {case.n} is not divisible by the data axis size {size}",
+            got=f"a result of shape {getattr(result, 'shape', '?')} with "
+            f"{getattr(result, 'sharding', type(result).__name__)}",
+            hint="shard with NamedSharding(mesh, P('data')) as jit's in_shardings: an equal "
+            "partition is impossible here, and JAX says so (padding or replicating hides it)",
+        )
     if not isinstance(outcome.error, ValueError):
-        kit.fail("the wrong exception for a length the data axis does not divide", case,
-                 expected="a ValueError (JAX's IndivisibleError is one)",
-                 got=f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0][:300],
-                 hint="let JAX's own error through, or raise ValueError naming the length and axis size")
+        kit.fail(
+            "the wrong exception for a length the data axis does not divide",
+            case,
+            expected="a ValueError (JAX's IndivisibleError is one)",
+            got=f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0][:300],
+            hint="let JAX's own error through, or raise ValueError naming the length and axis size",
+        )
     _assert_intact(kit, case, x)
 
 
-@check("divisibility.no-false-error", "lengths the data axis divides never raise (only 'data' counts)",
-       strategy=_divisible_2d)
+@check(
+    "divisibility.no-false-error",
+    "lengths the data axis divides never raise (only 'data' counts)",
+    strategy=_divisible_2d,
+)
 def divisibility_no_false_error(kit: Any, case: Case) -> None:
     _, result = kit.result(case)  # an exception here fails with the divisibility hint
     _check_values(kit, case, result)
@@ -432,13 +532,17 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
 # JIT with the requested shardings
 
 
-@check("jit.shardings", "the result comes out of jax.jit with in/out shardings = the target layout",
-       strategy=_placed)
+@check(
+    "jit.shardings",
+    "the result comes out of jax.jit with in/out shardings = the target layout",
+    strategy=_placed,
+)
 def jit_shardings(kit: Any, case: Case) -> None:
     x = make_input(case)
     impl, kwargs = kit.impl, case.mesh_kwargs()
-    outcome = kit.runner.run("tracing pjit_double with jax.make_jaxpr",
-                             lambda: jax.make_jaxpr(lambda v: impl(v, **kwargs))(x))
+    outcome = kit.runner.run(
+        "tracing pjit_double with jax.make_jaxpr", lambda: jax.make_jaxpr(lambda v: impl(v, **kwargs))(x)
+    )
     how = "traced with jax.make_jaxpr"
     if outcome.error is None:
         chain = jit_probe.output_chain(outcome.result)
@@ -446,23 +550,29 @@ def jit_shardings(kit: Any, case: Case) -> None:
         error = outcome.error
         text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
         if isinstance(error, TypeError) and "lowered and compiled" in str(error):
-            raise Inconclusive(f"jax.make_jaxpr cannot trace an ahead-of-time compiled executable "
-                               f"({text}), so whether it was compiled with the requested shardings "
-                               f"cannot be seen")
+            raise Inconclusive(
+                f"jax.make_jaxpr cannot trace an ahead-of-time compiled executable "
+                f"({text}), so whether it was compiled with the requested shardings "
+                f"cannot be seen"
+            )
         # It looks at concrete values (x.committed, np.asarray): watch a real call instead.
         x = make_input(case)
-        watched = kit.runner.run("calling pjit_double while watching jax.jit",
-                                 lambda: jit_probe.observe(impl, x, **kwargs))
+        watched = kit.runner.run(
+            "calling pjit_double while watching jax.jit", lambda: jit_probe.observe(impl, x, **kwargs)
+        )
         if watched.error is not None:
             kit.fail_raised(case, watched.error)
         chain = watched.result[1]
         how = f"seen in a real call, since tracing failed with {text}"
     target = target_sharding(case.mesh)
-    if any(jit_probe.is_layout(c.in_sharding, target) and jit_probe.is_layout(c.out_sharding, target)
-           for c in chain):
+    if any(
+        jit_probe.is_layout(c.in_sharding, target) and jit_probe.is_layout(c.out_sharding, target)
+        for c in chain
+    ):
         return
-    want = (f"in_shardings and out_shardings equivalent to "
-            f"NamedSharding({describe_mesh(case.mesh)}, P('data'))")
+    want = (
+        f"in_shardings and out_shardings equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))"
+    )
     if not chain:
         if outcome.error is not None:
             got = f"no jax.jit execution returned the result ({how})"
@@ -470,25 +580,41 @@ def jit_shardings(kit: Any, case: Case) -> None:
             jaxpr = outcome.result
             elsewhere = list(jit_probe.jit_calls(jaxpr))
             primitives = sorted({e.primitive.name for e in jaxpr.eqns})[:8]
-            got = ("no jit call at all, only: " + ", ".join(primitives)
-                   if not elsewhere else
-                   f"jit calls ({', '.join(c.name for c in elsewhere)}), but the result is not their output")
-        kit.fail("the result is not computed by jax.jit", case, expected=want, got=got,
-                 hint="eager ops and jax.device_put give the right numbers but are not compiled with the "
-                      "requested shardings: use jax.jit(f, in_shardings=s, out_shardings=s) and return its "
-                      "output as it is")
+            got = (
+                "no jit call at all, only: " + ", ".join(primitives)
+                if not elsewhere
+                else f"jit calls ({', '.join(c.name for c in elsewhere)}), but the result is not their output"
+            )
+        kit.fail(
+            "the result is not computed by jax.jit",
+            case,
+            expected=want,
+            got=got,
+            hint="eager ops and jax.device_put give the right numbers but are not compiled with the "
+            "requested shardings: use jax.jit(f, in_shardings=s, out_shardings=s) and return its "
+            "output as it is",
+        )
     inner = chain[-1]
-    kit.fail("jax.jit was not given the target layout", case, expected=want,
-             got=f"in_shardings={jit_probe.describe(inner.in_sharding)}, "
-                 f"out_shardings={jit_probe.describe(inner.out_sharding)} ({how})",
-             hint="pass NamedSharding(mesh, PartitionSpec('data')) as both in_shardings and out_shardings")
+    kit.fail(
+        "jax.jit was not given the target layout",
+        case,
+        expected=want,
+        got=f"in_shardings={jit_probe.describe(inner.in_sharding)}, "
+        f"out_shardings={jit_probe.describe(inner.out_sharding)} ({how})",
+        hint="pass NamedSharding(mesh, PartitionSpec('data')) as both in_shardings and out_shardings",
+    )
 
 
 # ---------------------------------------------------------------------------
 # Hygiene
 
-@check("hygiene.input-intact", "the caller's x is neither deleted nor changed",
-       strategy=_every_placement, examples=0.5)
+
+@check(
+    "hygiene.input-intact",
+    "the caller's x is neither deleted nor changed",
+    strategy=_every_placement,
+    examples=0.5,
+)
 def hygiene_input_intact(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
         x, _ = kit.result(case)
@@ -499,8 +625,10 @@ def _other_mesh(case: Case) -> Mesh:
     """A mesh of the same shape as the case's, on other devices or in another order."""
     if case.mesh is None or case.mesh.devices.size == 1:
         return Mesh(np.array(jax.devices()[-1:]), (DATA_AXIS,))
-    return Mesh(case.mesh.devices[::-1, ...] if case.mesh.devices.ndim == 1
-                else case.mesh.devices[::-1, ::-1], case.mesh.axis_names)
+    return Mesh(
+        case.mesh.devices[::-1, ...] if case.mesh.devices.ndim == 1 else case.mesh.devices[::-1, ::-1],
+        case.mesh.axis_names,
+    )
 
 
 @check("hygiene.no-stale-results", "later calls never get an earlier call's result back", strategy=_any)
@@ -520,70 +648,111 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
         if not isinstance(result, jax.Array) or result.shape != (later.n,):
             continue  # not the earlier result (that has this shape): result.type's finding
         got = np.dtype(result.dtype)
-        hint = ("a cache keyed on too little (the length only? the mesh's shape only?) hands back an "
-                "earlier call's result or function; key on everything the result depends on")
+        hint = (
+            "a cache keyed on too little (the length only? the mesh's shape only?) hands back an "
+            "earlier call's result or function; key on everything the result depends on"
+        )
         if got != later.dtype:
             if got == first.dtype:
-                kit.fail("a later call came back with an earlier call's dtype", later,
-                         expected=str(later.dtype), got=f"{got}, the dtype of the call before", hint=hint)
+                kit.fail(
+                    "a later call came back with an earlier call's dtype",
+                    later,
+                    expected=str(later.dtype),
+                    got=f"{got}, the dtype of the call before",
+                    hint=hint,
+                )
             continue  # a dtype of its own: dtype.preserved's finding
         now = _host(result, oracle.doubled(later.values))
         bad = oracle.first_mismatch(later.values, now)
-        if bad is not None and first.dtype == got and np.array_equal(
-                _bits(now), _bits(_host(first, oracle.doubled(case.values)))):
-            kit.fail("a later call returned the earlier call's result", later,
-                     expected=f"result[{bad.index}] = 2 * {bad.input} = {bad.expected}",
-                     got=f"result[{bad.index}] = {bad.got}, the earlier call's element", hint=hint)
+        if (
+            bad is not None
+            and first.dtype == got
+            and np.array_equal(_bits(now), _bits(_host(first, oracle.doubled(case.values))))
+        ):
+            kit.fail(
+                "a later call returned the earlier call's result",
+                later,
+                expected=f"result[{bad.index}] = 2 * {bad.input} = {bad.expected}",
+                got=f"result[{bad.index}] = {bad.got}, the earlier call's element",
+                hint=hint,
+            )
         target = target_sharding(later.mesh)
-        if (not result.sharding.is_equivalent_to(target, 1)
-                and result.sharding.is_equivalent_to(first.sharding, 1)):
-            kit.fail("a later call with another mesh came back in the earlier call's layout", later,
-                     expected=f"NamedSharding({describe_mesh(later.mesh)}, P('data')) or an equivalent",
-                     got=f"{result.sharding!r}, the layout of the call before", hint=hint)
+        if not result.sharding.is_equivalent_to(target, 1) and result.sharding.is_equivalent_to(
+            first.sharding, 1
+        ):
+            kit.fail(
+                "a later call with another mesh came back in the earlier call's layout",
+                later,
+                expected=f"NamedSharding({describe_mesh(later.mesh)}, P('data')) or an equivalent",
+                got=f"{result.sharding!r}, the layout of the call before",
+                hint=hint,
+            )
 
 
 def _is_right(case: Case, result: Any) -> bool:
     """Does ``result`` pass every check of one call (type, shape, dtype, values, layout)?"""
     if not isinstance(result, jax.Array) or result.shape != (case.n,) or result.dtype != case.dtype:
         return False
-    return (oracle.first_mismatch(case.values, _host(result, oracle.doubled(case.values))) is None
-            and result.sharding.is_equivalent_to(target_sharding(case.mesh), 1))
+    return oracle.first_mismatch(
+        case.values, _host(result, oracle.doubled(case.values))
+    ) is None and result.sharding.is_equivalent_to(target_sharding(case.mesh), 1)
 
 
 def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
-@check("hygiene.global-state", "a call leaves JAX's configuration and mesh context as it found them",
-       strategy=_any, examples=0.5)
+@check(
+    "hygiene.global-state",
+    "a call leaves JAX's configuration and mesh context as it found them",
+    strategy=_any,
+    examples=0.5,
+)
 def hygiene_global_state(kit: Any, case: Case) -> None:
     before = kit.runner.run("reading JAX's configuration", calls.global_state).result
     kit.result(case)
     after = kit.runner.run("reading JAX's configuration", calls.global_state).result
-    hint = ("use context managers (with jax.default_device(...), with jax.set_mesh(...)) or "
-            "pass shardings explicitly; never jax.config.update inside the function")
+    hint = (
+        "use context managers (with jax.default_device(...), with jax.set_mesh(...)) or "
+        "pass shardings explicitly; never jax.config.update inside the function"
+    )
     changed = _changed(before, after)
     if changed:
         name = changed[0]
-        kit.fail(f"the call changed global state ({len(changed)} setting(s): {', '.join(changed[:5])})", case,
-                 expected=f"{name} = {before.get(name)}", got=f"{name} = {after.get(name)}", hint=hint)
+        kit.fail(
+            f"the call changed global state ({len(changed)} setting(s): {', '.join(changed[:5])})",
+            case,
+            expected=f"{name} = {before.get(name)}",
+            got=f"{name} = {after.get(name)}",
+            hint=hint,
+        )
     # A change made once, by an earlier call, is still a change: compare with
     # the state before the session's first call too.
     initial = getattr(kit.runner, "initial_state", None) or before
     changed = _changed(initial, after)
     if changed:
         name = changed[0]
-        kit.fail(f"an earlier call changed global state and left it so ({len(changed)} setting(s): "
-                 f"{', '.join(changed[:5])}); this call found it already changed", case,
-                 expected=f"{name} = {initial.get(name)} (as before the first call of the session)",
-                 got=f"{name} = {after.get(name)}", hint=hint)
+        kit.fail(
+            f"an earlier call changed global state and left it so ({len(changed)} setting(s): "
+            f"{', '.join(changed[:5])}); this call found it already changed",
+            case,
+            expected=f"{name} = {initial.get(name)} (as before the first call of the session)",
+            got=f"{name} = {after.get(name)}",
+            hint=hint,
+        )
 
 
 # ---------------------------------------------------------------------------
 # Inputs and compilation (full contract)
 
-@check("inputs.placements", "NumPy, uncommitted, single-device and sharded inputs are all accepted",
-       contracts=FULL_ONLY, strategy=_every_placement, examples=0.5)
+
+@check(
+    "inputs.placements",
+    "NumPy, uncommitted, single-device and sharded inputs are all accepted",
+    contracts=FULL_ONLY,
+    strategy=_every_placement,
+    examples=0.5,
+)
 def inputs_placements(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
         x, result = kit.result(case)
@@ -592,8 +761,13 @@ def inputs_placements(kit: Any, example: Case | _Group) -> None:
         _assert_intact(kit, case, x)
 
 
-@check("compile.once", "a second call with the same shape, dtype and mesh compiles nothing",
-       contracts=FULL_ONLY, strategy=_placed, examples=0.5)
+@check(
+    "compile.once",
+    "a second call with the same shape, dtype and mesh compiles nothing",
+    contracts=FULL_ONLY,
+    strategy=_placed,
+    examples=0.5,
+)
 def compile_once(kit: Any, case: Case) -> None:
     again = dataclasses.replace(case, values=_flip_bits(case.values))
     x_first, x_again = make_input(case), make_input(again)  # made before counting
@@ -602,7 +776,11 @@ def compile_once(kit: Any, case: Case) -> None:
     if outcome.error is not None:
         kit.fail_raised(again, outcome.error)
     if outcome.compiles:
-        kit.fail("the second call with the same shape, dtype and mesh compiled again", again,
-                 expected="0 backend compiles", got=f"{outcome.compiles} backend compile(s)",
-                 hint="build the jitted function once per mesh and reuse it; a new lambda or a new "
-                      "jax.jit(...) per call recompiles every time")
+        kit.fail(
+            "the second call with the same shape, dtype and mesh compiled again",
+            again,
+            expected="0 backend compiles",
+            got=f"{outcome.compiles} backend compile(s)",
+            hint="build the jitted function once per mesh and reuse it; a new lambda or a new "
+            "jax.jit(...) per call recompiles every time",
+        )

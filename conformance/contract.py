@@ -39,8 +39,18 @@ def dtypes_in_domain(contract: Contract, *, x64: bool = False) -> list[np.dtype]
     """The input dtypes a contract covers, each of which must be preserved."""
     if contract is Contract.SEED:
         return [np.dtype(np.float32)]
-    names = ["float32", "bfloat16", "float16", "int8", "int16", "int32",
-             "uint8", "uint16", "uint32", "complex64"]
+    names = [
+        "float32",
+        "bfloat16",
+        "float16",
+        "int8",
+        "int16",
+        "int32",
+        "uint8",
+        "uint16",
+        "uint32",
+        "complex64",
+    ]
     if x64:
         names += ["float64", "int64", "complex128"]
     return [np.dtype(jax.numpy.dtype(name)) for name in names]

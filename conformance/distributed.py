@@ -25,8 +25,9 @@ class ClusterError(RuntimeError):
     """Another process did not report in time: it died or hung outside a call."""
 
 
-def initialize(*, coordinator: str | None, num_processes: int | None, process_id: int | None,
-               local_devices: int | None) -> None:
+def initialize(
+    *, coordinator: str | None, num_processes: int | None, process_id: int | None, local_devices: int | None
+) -> None:
     """Join the cluster; must run before JAX's backend starts.
 
     Without explicit arguments ``jax.distributed.initialize`` finds its own
@@ -39,8 +40,9 @@ def initialize(*, coordinator: str | None, num_processes: int | None, process_id
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         if local_devices is not None:
             jax.config.update("jax_num_cpu_devices", local_devices)
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id)
+    jax.distributed.initialize(
+        coordinator_address=coordinator, num_processes=num_processes, process_id=process_id
+    )
 
 
 @dataclass
@@ -71,7 +73,9 @@ class Cluster:
             try:
                 value = client.blocking_key_value_get(f"{key}/{other}", int(self.timeout * 1000))
             except Exception as exc:  # noqa: BLE001 -- the runtime's deadline error
-                raise ClusterError(f"process {other} gave no verdict for step {self._step} within "
-                                   f"{self.timeout:g} s: it died or hung ({exc})") from None
+                raise ClusterError(
+                    f"process {other} gave no verdict for step {self._step} within "
+                    f"{self.timeout:g} s: it died or hung ({exc})"
+                ) from None
             verdicts.append(int(value))
         return verdicts

@@ -46,10 +46,16 @@ def jit_calls(jaxpr: Any, depth: int = 0) -> Iterator[JitCall]:
         jaxpr = jaxpr.jaxpr
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in JIT_PRIMITIVES:
-            ins = [(v, s) for v, s in zip(eqn.invars, eqn.params["in_shardings"], strict=False)
-                   if getattr(v.aval, "ndim", 0) == 1]
-            outs = [(v, s) for v, s in zip(eqn.outvars, eqn.params["out_shardings"], strict=False)
-                    if getattr(v.aval, "ndim", 0) == 1]
+            ins = [
+                (v, s)
+                for v, s in zip(eqn.invars, eqn.params["in_shardings"], strict=False)
+                if getattr(v.aval, "ndim", 0) == 1
+            ]
+            outs = [
+                (v, s)
+                for v, s in zip(eqn.outvars, eqn.params["out_shardings"], strict=False)
+                if getattr(v.aval, "ndim", 0) == 1
+            ]
             if ins and outs:
                 yield JitCall(str(eqn.params.get("name", "?")), ins[0][1], outs[0][1], depth)
         for sub in _subjaxprs(eqn.params):
@@ -72,10 +78,17 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
             continue
         for k, var in enumerate(eqn.outvars):
             if var is out:
-                vectors = [s for v, s in zip(eqn.invars, eqn.params["in_shardings"], strict=False)
-                           if getattr(v.aval, "ndim", 0) == 1]
-                call = JitCall(str(eqn.params.get("name", "?")), vectors[0] if vectors else None,
-                               eqn.params["out_shardings"][k], depth)
+                vectors = [
+                    s
+                    for v, s in zip(eqn.invars, eqn.params["in_shardings"], strict=False)
+                    if getattr(v.aval, "ndim", 0) == 1
+                ]
+                call = JitCall(
+                    str(eqn.params.get("name", "?")),
+                    vectors[0] if vectors else None,
+                    eqn.params["out_shardings"][k],
+                    depth,
+                )
                 return [call, *output_chain(eqn.params["jaxpr"], k, depth + 1)]
     return []
 
@@ -110,10 +123,17 @@ def observe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[JitCall]]:
     for params, outputs in reversed(seen):
         for k, out in enumerate(outputs):
             if out is result:
-                vectors = [s for s, a in zip(params["in_shardings"], params["jaxpr"].in_avals, strict=False)
-                           if getattr(a, "ndim", 0) == 1]
-                call = JitCall(str(params.get("name", "?")), vectors[0] if vectors else None,
-                               params["out_shardings"][k], 0)
+                vectors = [
+                    s
+                    for s, a in zip(params["in_shardings"], params["jaxpr"].in_avals, strict=False)
+                    if getattr(a, "ndim", 0) == 1
+                ]
+                call = JitCall(
+                    str(params.get("name", "?")),
+                    vectors[0] if vectors else None,
+                    params["out_shardings"][k],
+                    0,
+                )
                 return result, [call, *output_chain(params["jaxpr"], k, 1)]
     return result, []
 

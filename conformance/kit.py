@@ -19,18 +19,28 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conformance.calls import ImplementationHung, Outcome, Runner
-from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.case import Case, call_text, decode, encode, make_input
 from conformance.contract import Contract, data_axis_size
+from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
 
 # Compiles make examples slow and uneven: no deadline, no too_slow health check.
-_QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-          HealthCheck.large_base_example]
+_QUIET = [
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+    HealthCheck.large_base_example,
+]
 PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(max_examples=12, deadline=None, suppress_health_check=_QUIET),
-    "ci": dict(max_examples=12, deadline=None, suppress_health_check=_QUIET, derandomize=True,
-               database=None, print_blob=True),
+    "ci": dict(
+        max_examples=12,
+        deadline=None,
+        suppress_health_check=_QUIET,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+    ),
     "thorough": dict(max_examples=150, deadline=None, suppress_health_check=_QUIET),
 }
 
@@ -74,8 +84,13 @@ class Kit:
             return x, self.runner.run(call_text(case), lambda: impl(x, **kwargs))
         except ImplementationHung as hung:
             try:
-                self.fail("the call did not return", case, expected=f"a result within {self.runner.timeout:g} s",
-                          got=str(hung), hint="raise --call-timeout if it is only slow")
+                self.fail(
+                    "the call did not return",
+                    case,
+                    expected=f"a result within {self.runner.timeout:g} s",
+                    got=str(hung),
+                    hint="raise --call-timeout if it is only slow",
+                )
             except CheckFailure as failure:
                 raise ImplementationHung(str(failure)) from None
 
@@ -92,13 +107,16 @@ class Kit:
         if isinstance(error, TypeError) and "mesh" in str(error):
             hint = "it does not seem to accept the mesh keyword (pjit_double(x, *, mesh=None))"
         elif isinstance(error, ValueError) and case.n % data_axis_size(case.mesh) == 0:
-            hint = (f"the data axis has {data_axis_size(case.mesh)} device(s), which divides length {case.n}: "
-                    f"only mesh.shape['data'] counts, not every device of the mesh")
+            hint = (
+                f"the data axis has {data_axis_size(case.mesh)} device(s), which divides length {case.n}: "
+                f"only mesh.shape['data'] counts, not every device of the mesh"
+            )
         self.fail("the call raised an exception", case, expected="a result", got=text, hint=hint)
 
     # -- failures ------------------------------------------------------------------
-    def fail(self, summary: str, case: Case | None, *, expected: str, got: str,
-             hint: str | None = None) -> NoReturn:
+    def fail(
+        self, summary: str, case: Case | None, *, expected: str, got: str, hint: str | None = None
+    ) -> NoReturn:
         lines = [f"[{self.check_id}] {summary}"]
         if case is not None:
             lines.append(f"  input:    {case.describe()}")
@@ -109,9 +127,23 @@ class Kit:
         raise CheckFailure("\n".join(lines))
 
     def rerun_command(self, case: Case | None) -> str:
-        args = ["python", "-m", "pytest", "--pyargs", "conformance", "--impl", self.spec,
-                "--contract", self.contract.value, "--devices", str(self.devices),
-                "--call-timeout", f"{self.runner.timeout:g}", "--check", self.check_id]
+        args = [
+            "python",
+            "-m",
+            "pytest",
+            "--pyargs",
+            "conformance",
+            "--impl",
+            self.spec,
+            "--contract",
+            self.contract.value,
+            "--devices",
+            str(self.devices),
+            "--call-timeout",
+            f"{self.runner.timeout:g}",
+            "--check",
+            self.check_id,
+        ]
         if case is not None:
             args += ["--case", encode(case)]
         return shlex.join(args)
@@ -197,16 +229,24 @@ class Kit:
             return inconclusive
         others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
         where = f"on process(es) {others}" + (f" for input {case.describe()}" if case is not None else "")
-        message = str(local) if local is not None else (
-            f"[{self.check_id}] the check failed {where}: its shards of the result broke the contract "
-            f"there (see that process's output)")
+        message = (
+            str(local)
+            if local is not None
+            else (
+                f"[{self.check_id}] the check failed {where}: its shards of the result broke the contract "
+                f"there (see that process's output)"
+            )
+        )
         # Every process raises the same exception type from this one line, so that
         # Hypothesis sees the same failure everywhere and shrinks in lockstep.
         if max(verdicts) == HUNG:
             self.runner.hung = self.runner.hung or f"a call hung {where}"
-            raise ImplementationHung(message if isinstance(local, ImplementationHung) else
-                                     f"[{self.check_id}] a call of the implementation hung {where}; "
-                                     f"no process calls it again (see that process's output)")
+            raise ImplementationHung(
+                message
+                if isinstance(local, ImplementationHung)
+                else f"[{self.check_id}] a call of the implementation hung {where}; "
+                f"no process calls it again (see that process's output)"
+            )
         raise CheckFailure(message)
 
     def _run_one(self, check_id: str, case: Case | None) -> None:

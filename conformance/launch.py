@@ -50,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.launch", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--devices-per-process", type=int, default=4)
-    parser.add_argument("--grace", type=float, default=90.0,
-                        help="seconds the other processes get once one has failed or died (default 90)")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=90.0,
+        help="seconds the other processes get once one has failed or died (default 90)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="arguments for pytest, after --")
     args = parser.parse_args(argv)
     if args.processes < 1 or args.devices_per_process < 1:
@@ -62,11 +66,29 @@ def main(argv: list[str] | None = None) -> int:
     pumps = []
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     for rank in range(args.processes):
-        command = [sys.executable, "-m", "pytest", *args.pytest_args, "--distributed",
-                   "--coordinator", f"127.0.0.1:{port}", "--num-processes", str(args.processes),
-                   "--process-id", str(rank), "--devices", str(args.devices_per_process)]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env=env, start_new_session=True)  # its own group: killed as a whole
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *args.pytest_args,
+            "--distributed",
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-processes",
+            str(args.processes),
+            "--process-id",
+            str(rank),
+            "--devices",
+            str(args.devices_per_process),
+        ]
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )  # its own group: killed as a whole
         procs.append(proc)
         outputs.append([])
         pump = threading.Thread(target=_pump, args=(proc.stdout, outputs[-1], rank == 0), daemon=True)

@@ -80,8 +80,7 @@ def load_impl(spec: str) -> Callable[..., Any]:
     where, colon, attr_path = spec.rpartition(":")
     if not colon or not where or not attr_path:
         raise ImplSpecError(
-            f"--impl {spec}: expected MODULE:ATTR or path/to/file.py:ATTR "
-            f"(e.g. mypkg:pjit_double)"
+            f"--impl {spec}: expected MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)"
         )
     is_file = where.endswith(".py") or os.sep in where or "/" in where
     module = _load_file(spec, where) if is_file else _load_module(spec, where)
@@ -94,9 +93,7 @@ def load_impl(spec: str) -> Callable[..., Any]:
         except BaseException as exc:  # noqa: BLE001 -- a property that raises
             raise ImplSpecError(f"--impl {spec}: getting {attr_path} raised {_cause(exc)}") from None
     if not callable(target):
-        raise ImplSpecError(
-            f"--impl {spec}: {attr_path} is a {type(target).__name__}, not a callable"
-        )
+        raise ImplSpecError(f"--impl {spec}: {attr_path} is a {type(target).__name__}, not a callable")
     return target
 
 

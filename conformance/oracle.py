@@ -95,8 +95,10 @@ def element_ok(x: np.ndarray, got: np.ndarray) -> np.ndarray:
     if x.dtype.kind == "c":
         verdicts = []
         for want in (doubled(x), _complex_product(x)):
-            parts = [_float_ok(getattr(x, c).copy(), getattr(got, c).copy(), getattr(want, c).copy())
-                     for c in ("real", "imag")]
+            parts = [
+                _float_ok(getattr(x, c).copy(), getattr(got, c).copy(), getattr(want, c).copy())
+                for c in ("real", "imag")
+            ]
             verdicts.append(parts[0] & parts[1])
         return verdicts[0] | verdicts[1]
     if is_float(x.dtype):

@@ -44,30 +44,73 @@ for _name in ("ci", "thorough"):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "pjit_double conformance kit")
-    group.addoption("--impl", default=None, metavar="MODULE:ATTR",
-                    help="implementation to check: MODULE:ATTR or path/to/file.py:ATTR "
-                         f"(default: ${loader.ENV_VAR}, then {loader.DEFAULT_SPEC})")
-    group.addoption("--contract", default="full", choices=[c.value for c in Contract],
-                    help="seed: the exercise as written; full: plus mesh=, dtypes, placements (default)")
-    group.addoption("--devices", type=int, default=devices.DEFAULT_DEVICES, metavar="N",
-                    help=f"forced CPU devices to test on (default {devices.DEFAULT_DEVICES})")
-    group.addoption("--call-timeout", type=float, default=60.0, metavar="SECONDS",
-                    help="a call of the implementation that takes longer fails as hung (default 60)")
-    group.addoption("--check", action="append", default=[], metavar="ID",
-                    help="run only this check (repeatable)")
-    group.addoption("--case", default=None, metavar="TOKEN",
-                    help="replay exactly one example (printed in failure messages); needs one --check")
-    group.addoption("--list-checks", action="store_true", default=False,
-                    help="print the check IDs with their contracts and exit")
-    group.addoption("--conformance-report", default=None, metavar="PATH",
-                    help="write the verdicts as JSON; a .md PATH gets Markdown and JSON beside it")
-    group.addoption("--xfail-file", default=None, metavar="FILE",
-                    help="lines of 'CHECK-ID  reason': those checks are expected to fail")
-    group.addoption("--distributed", action="store_true", default=False,
-                    help="run as one process of a multi-process JAX job (jax.distributed); "
-                         "--devices is then the count per process")
-    group.addoption("--coordinator", default=None, metavar="HOST:PORT",
-                    help="with --distributed: the coordinator (default: found by jax.distributed)")
+    group.addoption(
+        "--impl",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="implementation to check: MODULE:ATTR or path/to/file.py:ATTR "
+        f"(default: ${loader.ENV_VAR}, then {loader.DEFAULT_SPEC})",
+    )
+    group.addoption(
+        "--contract",
+        default="full",
+        choices=[c.value for c in Contract],
+        help="seed: the exercise as written; full: plus mesh=, dtypes, placements (default)",
+    )
+    group.addoption(
+        "--devices",
+        type=int,
+        default=devices.DEFAULT_DEVICES,
+        metavar="N",
+        help=f"forced CPU devices to test on (default {devices.DEFAULT_DEVICES})",
+    )
+    group.addoption(
+        "--call-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a call of the implementation that takes longer fails as hung (default 60)",
+    )
+    group.addoption(
+        "--check", action="append", default=[], metavar="ID", help="run only this check (repeatable)"
+    )
+    group.addoption(
+        "--case",
+        default=None,
+        metavar="TOKEN",
+        help="replay exactly one example (printed in failure messages); needs one --check",
+    )
+    group.addoption(
+        "--list-checks",
+        action="store_true",
+        default=False,
+        help="print the check IDs with their contracts and exit",
+    )
+    group.addoption(
+        "--conformance-report",
+        default=None,
+        metavar="PATH",
+        help="write the verdicts as JSON; a .md PATH gets Markdown and JSON beside it",
+    )
+    group.addoption(
+        "--xfail-file",
+        default=None,
+        metavar="FILE",
+        help="lines of 'CHECK-ID  reason': those checks are expected to fail",
+    )
+    group.addoption(
+        "--distributed",
+        action="store_true",
+        default=False,
+        help="run as one process of a multi-process JAX job (jax.distributed); "
+        "--devices is then the count per process",
+    )
+    group.addoption(
+        "--coordinator",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --distributed: the coordinator (default: found by jax.distributed)",
+    )
     group.addoption("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
     group.addoption("--process-id", type=int, default=None, metavar="I", help="with --distributed")
 
@@ -109,8 +152,10 @@ def _read_xfail_file(path: str, known: dict[str, Any]) -> dict[str, str]:
             continue
         check_id, _, reason = line.partition(" ")
         if check_id not in known:
-            raise pytest.UsageError(f"--xfail-file {path}, line {number}: no check has the ID {check_id!r} "
-                                    f"(pytest --list-checks prints them)")
+            raise pytest.UsageError(
+                f"--xfail-file {path}, line {number}: no check has the ID {check_id!r} "
+                f"(pytest --list-checks prints them)"
+            )
         expected[check_id] = reason.strip() or "listed in the xfail file"
     return expected
 
@@ -138,12 +183,16 @@ def pytest_configure(config: pytest.Config) -> None:
         from conformance.distributed import initialize
 
         try:
-            initialize(coordinator=config.getoption("--coordinator"),
-                       num_processes=config.getoption("--num-processes"),
-                       process_id=config.getoption("--process-id"), local_devices=count)
+            initialize(
+                coordinator=config.getoption("--coordinator"),
+                num_processes=config.getoption("--num-processes"),
+                process_id=config.getoption("--process-id"),
+                local_devices=count,
+            )
         except Exception as exc:  # noqa: BLE001 -- any failure to join is a usage problem
-            raise pytest.UsageError(f"conformance: --distributed: jax.distributed.initialize failed: "
-                                    f"{str(exc).splitlines()[0]}") from None
+            raise pytest.UsageError(
+                f"conformance: --distributed: jax.distributed.initialize failed: {str(exc).splitlines()[0]}"
+            ) from None
     try:
         devices.ensure_host_devices(count, local=distributed)
     except devices.DeviceSetupError as exc:
@@ -163,13 +212,24 @@ def pytest_configure(config: pytest.Config) -> None:
         # Wait for the slowest process: its own call may take up to a timeout.
         cluster = Cluster.current(timeout=2 * timeout + 30)
     config.stash[KIT_KEY] = Kit(
-        impl=impl, spec=spec, contract=contract, devices=count, runner=Runner(timeout=timeout),
-        profile=profile, replay=config.getoption("--case"), cluster=cluster)
+        impl=impl,
+        spec=spec,
+        contract=contract,
+        devices=count,
+        runner=Runner(timeout=timeout),
+        profile=profile,
+        replay=config.getoption("--case"),
+        cluster=cluster,
+    )
     seed = config.getoption("hypothesis_seed", None)
     config.stash[REPORT_KEY] = Report(
-        spec=spec, impl_version=loader.module_version(impl), contract=contract.value, profile=profile,
+        spec=spec,
+        impl_version=loader.module_version(impl),
+        contract=contract.value,
+        profile=profile,
         seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" or distributed else None),
-        devices=len(devices.jax.devices()))  # in a cluster: every process's devices
+        devices=len(devices.jax.devices()),
+    )  # in a cluster: every process's devices
     config.stash[REPORT_KEY].duration = -time.perf_counter()
 
 

@@ -47,9 +47,15 @@ class Check:
 CHECKS: dict[str, Check] = {}
 
 
-def check(id: str, title: str, *, contracts: frozenset[Contract] = BOTH,
-          strategy: Callable[[Contract], SearchStrategy[Any]] | None = None,
-          gate: bool = False, examples: float = 1.0) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def check(
+    id: str,
+    title: str,
+    *,
+    contracts: frozenset[Contract] = BOTH,
+    strategy: Callable[[Contract], SearchStrategy[Any]] | None = None,
+    gate: bool = False,
+    examples: float = 1.0,
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
 
     def register(body: Callable[..., None]) -> Callable[..., None]:

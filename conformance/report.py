@@ -91,27 +91,44 @@ def to_json(report: Report) -> dict[str, Any]:
 
     from conformance.registry import CHECKS
 
-    totals = {k: sum(getattr(r, k) for r in report.results.values())
-              for k in ("examples", "calls", "compiles", "seconds_in_impl")}
+    totals = {
+        k: sum(getattr(r, k) for r in report.results.values())
+        for k in ("examples", "calls", "compiles", "seconds_in_impl")
+    }
     return {
         "schema_version": SCHEMA_VERSION,
         "kit": {"name": "pjit-double-conformance", "version": conformance.__version__},
         "implementation": {"spec": report.spec, "version": report.impl_version},
         "environment": {
-            "python": platform.python_version(), "jax": jax.__version__, "jaxlib": _version("jaxlib"),
-            "numpy": _version("numpy"), "hypothesis": _version("hypothesis"),
-            "platform": platform.platform(), "device_count": report.devices,
+            "python": platform.python_version(),
+            "jax": jax.__version__,
+            "jaxlib": _version("jaxlib"),
+            "numpy": _version("numpy"),
+            "hypothesis": _version("hypothesis"),
+            "platform": platform.platform(),
+            "device_count": report.devices,
         },
-        "run": {"contract": report.contract, "hypothesis_profile": report.profile,
-                "hypothesis_seed": report.seed, "duration_s": round(report.duration, 3)},
+        "run": {
+            "contract": report.contract,
+            "hypothesis_profile": report.profile,
+            "hypothesis_seed": report.seed,
+            "duration_s": round(report.duration, 3),
+        },
         "verdict": {"conforming": report.conforming, "counts": report.counts()},
         "timing": {**totals, "seconds_in_impl": round(totals["seconds_in_impl"], 3)},
         "checks": [
-            {"id": r.id, "title": CHECKS[r.id].title if r.id in CHECKS else "",
-             "contracts": sorted(c.value for c in CHECKS[r.id].contracts) if r.id in CHECKS else [],
-             "status": r.status, "message": r.message, "counterexample": r.counterexample,
-             "examples": r.examples, "seconds": round(r.seconds, 3), "calls": r.calls,
-             "compiles": r.compiles}
+            {
+                "id": r.id,
+                "title": CHECKS[r.id].title if r.id in CHECKS else "",
+                "contracts": sorted(c.value for c in CHECKS[r.id].contracts) if r.id in CHECKS else [],
+                "status": r.status,
+                "message": r.message,
+                "counterexample": r.counterexample,
+                "examples": r.examples,
+                "seconds": round(r.seconds, 3),
+                "calls": r.calls,
+                "compiles": r.compiles,
+            }
             for r in report.ordered()
         ],
     }
@@ -119,12 +136,17 @@ def to_json(report: Report) -> dict[str, Any]:
 
 def markdown(report: Report) -> str:
     verdict = "CONFORMING" if report.conforming else "NOT CONFORMING"
-    lines = [f"**pjit_double conformance: {verdict}** -- `{report.spec}`, contract `{report.contract}`, "
-             f"profile `{report.profile}`, {report.devices} devices", "",
-             "| check | status | examples | calls | compiles | time |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        f"**pjit_double conformance: {verdict}** -- `{report.spec}`, contract `{report.contract}`, "
+        f"profile `{report.profile}`, {report.devices} devices",
+        "",
+        "| check | status | examples | calls | compiles | time |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in report.ordered():
-        lines.append(f"| `{r.id}` | {r.status} | {r.examples} | {r.calls} | {r.compiles} | {r.seconds:.2f} s |")
+        lines.append(
+            f"| `{r.id}` | {r.status} | {r.examples} | {r.calls} | {r.compiles} | {r.seconds:.2f} s |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -132,9 +154,11 @@ def timing_summary(report: Report) -> str:
     results = report.results.values()
     in_impl = sum(r.seconds_in_impl for r in results)
     in_checks = sum(r.seconds for r in results)
-    return (f"{sum(r.examples for r in results)} examples, {sum(r.calls for r in results)} implementation "
-            f"calls, {sum(r.compiles for r in results)} backend compiles; {in_impl:.1f} s in the "
-            f"implementation, {max(0.0, in_checks - in_impl):.1f} s in the kit, {report.duration:.1f} s wall")
+    return (
+        f"{sum(r.examples for r in results)} examples, {sum(r.calls for r in results)} implementation "
+        f"calls, {sum(r.compiles for r in results)} backend compiles; {in_impl:.1f} s in the "
+        f"implementation, {max(0.0, in_checks - in_impl):.1f} s in the kit, {report.duration:.1f} s wall"
+    )
 
 
 def write(report: Report, path: str) -> list[Path]:

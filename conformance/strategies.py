@@ -33,11 +33,67 @@ MAX_LENGTH = 2100  # past the 2048 block boundary, with room for its neighbours
 # Lengths where implementations tend to break: empty, tiny, block boundaries
 # of common vector widths and tile sizes, and primes (which only a data axis
 # of size one divides).
-BOUNDARY_LENGTHS = (0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
-                    127, 128, 129, 255, 256, 257, 511, 512, 513,
-                    1023, 1024, 1025, 2047, 2048, 2049)
-PRIME_LENGTHS = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 61, 97, 101, 127, 131,
-                 257, 509, 521, 1021, 1031, 2039, 2053, 2083)
+BOUNDARY_LENGTHS = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    9,
+    15,
+    16,
+    17,
+    31,
+    32,
+    33,
+    63,
+    64,
+    65,
+    127,
+    128,
+    129,
+    255,
+    256,
+    257,
+    511,
+    512,
+    513,
+    1023,
+    1024,
+    1025,
+    2047,
+    2048,
+    2049,
+)
+PRIME_LENGTHS = (
+    2,
+    3,
+    5,
+    7,
+    11,
+    13,
+    17,
+    19,
+    23,
+    29,
+    31,
+    37,
+    61,
+    97,
+    101,
+    127,
+    131,
+    257,
+    509,
+    521,
+    1021,
+    1031,
+    2039,
+    2053,
+    2083,
+)
 
 # IEEE layouts (exponent bits, mantissa bits) of the float dtypes in the domain.
 _FLOAT_FORMATS = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
@@ -48,8 +104,9 @@ def _check(condition: bool, message: str) -> None:
         raise InvalidArgument(message)
 
 
-def lengths(*, data_size: int = 1, divisible: bool | None = True,
-            max_length: int = MAX_LENGTH) -> st.SearchStrategy[int]:
+def lengths(
+    *, data_size: int = 1, divisible: bool | None = True, max_length: int = MAX_LENGTH
+) -> st.SearchStrategy[int]:
     """Vector lengths in ``[0, max_length]``.
 
     Biased towards boundary lengths, primes, multiples of ``data_size`` and
@@ -58,12 +115,19 @@ def lengths(*, data_size: int = 1, divisible: bool | None = True,
     (needs ``data_size > 1``), ``None`` any length.
     """
     _check(isinstance(data_size, int) and data_size >= 1, f"data_size={data_size!r} must be an int >= 1")
-    _check(isinstance(max_length, int) and max_length >= data_size,
-           f"max_length={max_length!r} must be an int >= data_size={data_size}")
-    _check(divisible is not False or data_size > 1,
-           "divisible=False needs data_size > 1: every length divides by 1")
-    near_multiple = st.builds(lambda k, d: max(0, min(max_length, k * data_size + d)),
-                              st.integers(0, max_length // data_size), st.sampled_from((0, -1, 1)))
+    _check(
+        isinstance(max_length, int) and max_length >= data_size,
+        f"max_length={max_length!r} must be an int >= data_size={data_size}",
+    )
+    _check(
+        divisible is not False or data_size > 1,
+        "divisible=False needs data_size > 1: every length divides by 1",
+    )
+    near_multiple = st.builds(
+        lambda k, d: max(0, min(max_length, k * data_size + d)),
+        st.integers(0, max_length // data_size),
+        st.sampled_from((0, -1, 1)),
+    )
     raw = st.one_of(
         st.sampled_from([n for n in BOUNDARY_LENGTHS + PRIME_LENGTHS if n <= max_length]),
         near_multiple,
@@ -91,15 +155,21 @@ def special_floats(dtype: np.dtype | str) -> np.ndarray:
     inf = ((1 << exp_bits) - 1) << man_bits
     one = ((1 << (exp_bits - 1)) - 1) << man_bits
     magnitudes = [
-        0, inf, inf | (1 << (man_bits - 1)), inf | 1,   # 0, inf, quiet NaN, NaN with payload
-        inf - 1,                                        # largest finite
-        inf - 1 - (1 << man_bits),                      # largest whose double is finite
-        ((1 << exp_bits) - 2) << man_bits,              # smallest whose double overflows
-        1 << man_bits,                                  # smallest normal
-        (1 << man_bits) - 1,                            # largest subnormal
-        1 << (man_bits - 1),                            # a subnormal whose double is normal
-        1, 3,                                           # smallest subnormals
-        one, one + (1 << (man_bits - 1)), one + 1,      # 1, 1.5, just above 1
+        0,
+        inf,
+        inf | (1 << (man_bits - 1)),
+        inf | 1,  # 0, inf, quiet NaN, NaN with payload
+        inf - 1,  # largest finite
+        inf - 1 - (1 << man_bits),  # largest whose double is finite
+        ((1 << exp_bits) - 2) << man_bits,  # smallest whose double overflows
+        1 << man_bits,  # smallest normal
+        (1 << man_bits) - 1,  # largest subnormal
+        1 << (man_bits - 1),  # a subnormal whose double is normal
+        1,
+        3,  # smallest subnormals
+        one,
+        one + (1 << (man_bits - 1)),
+        one + 1,  # 1, 1.5, just above 1
     ]
     sign = 1 << (exp_bits + man_bits)
     bits = np.array(magnitudes + [m | sign for m in magnitudes], dtype=f"u{dtype.itemsize}")
@@ -114,8 +184,9 @@ _DRAWN_ELEMENTS = 16  # at most this many elements are drawn one by one, at draw
 
 
 @st.composite
-def _vectors(draw: st.DrawFn, *, dtype: np.dtype, length: int, edges: np.ndarray,
-             elements: st.SearchStrategy[int]) -> np.ndarray:
+def _vectors(
+    draw: st.DrawFn, *, dtype: np.dtype, length: int, edges: np.ndarray, elements: st.SearchStrategy[int]
+) -> np.ndarray:
     """``length`` integers of ``dtype``: a background and a few elements drawn where Hypothesis likes.
 
     The background is one drawn element repeated or, as often, a different
@@ -136,8 +207,9 @@ def _vectors(draw: st.DrawFn, *, dtype: np.dtype, length: int, edges: np.ndarray
         out[mixed] = rng.choice(edges, size=int(mixed.sum()))
     else:
         out = np.full(length, draw(elements), dtype=dtype)
-    for index, value in draw(st.lists(st.tuples(st.integers(0, length - 1), elements),
-                                      max_size=_DRAWN_ELEMENTS)):
+    for index, value in draw(
+        st.lists(st.tuples(st.integers(0, length - 1), elements), max_size=_DRAWN_ELEMENTS)
+    ):
         out[index] = value
     return out
 
@@ -159,21 +231,42 @@ def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrate
     if dtype.name in _FLOAT_FORMATS:
         bits = np.dtype(f"u{dtype.itemsize}")
         specials = special_floats(dtype).view(bits)
-        elements = st.one_of(st.sampled_from([int(b) for b in specials]),
-                             st.integers(0, int(np.iinfo(bits).max)))
+        elements = st.one_of(
+            st.sampled_from([int(b) for b in specials]), st.integers(0, int(np.iinfo(bits).max))
+        )
         return _vectors(dtype=bits, length=length, edges=specials, elements=elements).map(
-            lambda a: a.view(dtype))
+            lambda a: a.view(dtype)
+        )
     _check(dtype.kind in "iu", f"values() has no strategy for dtype {dtype}")
     info = np.iinfo(dtype)
-    edges = sorted({e for e in [info.min, info.max, 0, 1, -1 if info.min < 0 else 2, info.max // 2,
-                                info.max // 2 + 1, info.min // 2, info.min // 2 - 1]
-                    if info.min <= e <= info.max})
-    return _vectors(dtype=dtype, length=length, edges=np.array(edges, dtype=dtype),
-                    elements=st.one_of(st.sampled_from(edges), st.integers(int(info.min), int(info.max))))
+    edges = sorted(
+        {
+            e
+            for e in [
+                info.min,
+                info.max,
+                0,
+                1,
+                -1 if info.min < 0 else 2,
+                info.max // 2,
+                info.max // 2 + 1,
+                info.min // 2,
+                info.min // 2 - 1,
+            ]
+            if info.min <= e <= info.max
+        }
+    )
+    return _vectors(
+        dtype=dtype,
+        length=length,
+        edges=np.array(edges, dtype=dtype),
+        elements=st.one_of(st.sampled_from(edges), st.integers(int(info.min), int(info.max))),
+    )
 
 
-def dtypes(*, contract: Contract | str = Contract.FULL,
-           x64: bool | None = None) -> st.SearchStrategy[np.dtype]:
+def dtypes(
+    *, contract: Contract | str = Contract.FULL, x64: bool | None = None
+) -> st.SearchStrategy[np.dtype]:
     """The input dtypes in the contract's domain (float32 first, so it shrinks there)."""
     x64 = bool(jax.config.read("jax_enable_x64")) if x64 is None else x64
     return st.sampled_from(dtypes_in_domain(Contract(contract), x64=x64))
@@ -183,9 +276,14 @@ def _divisors(n: int) -> list[int]:
     return [a for a in range(1, n + 1) if n % a == 0]
 
 
-def meshes(*, devices: Sequence[jax.Device] | None = None, min_size: int = 1,
-           max_size: int | None = None, ndims: Sequence[int] = (1, 2),
-           min_axis_size: int = 1) -> st.SearchStrategy[Mesh]:
+def meshes(
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    min_size: int = 1,
+    max_size: int | None = None,
+    ndims: Sequence[int] = (1, 2),
+    min_axis_size: int = 1,
+) -> st.SearchStrategy[Mesh]:
     """Meshes over any subset of ``devices`` (default: all), in any order.
 
     1-D meshes have the single axis 'data'; 2-D meshes have 'data' and
@@ -194,16 +292,23 @@ def meshes(*, devices: Sequence[jax.Device] | None = None, min_size: int = 1,
     neither axis is trivial: the data axis is a strict part of the mesh.
     """
     # What can be checked without the devices is checked now; the device count when drawn.
-    _check(isinstance(min_size, int) and 1 <= min_size
-           and (max_size is None or (isinstance(max_size, int) and min_size <= max_size))
-           and (devices is None or (max_size or min_size) <= len(devices)),
-           f"need 1 <= min_size={min_size} <= max_size={max_size} <= the number of devices")
+    _check(
+        isinstance(min_size, int)
+        and 1 <= min_size
+        and (max_size is None or (isinstance(max_size, int) and min_size <= max_size))
+        and (devices is None or (max_size or min_size) <= len(devices)),
+        f"need 1 <= min_size={min_size} <= max_size={max_size} <= the number of devices",
+    )
     _check(len(ndims) > 0 and set(ndims) <= {1, 2}, f"ndims={ndims!r} must be drawn from (1, 2)")
-    _check(isinstance(min_axis_size, int) and min_axis_size >= 1
-           and (min_axis_size == 1 or tuple(ndims) == (2,)),
-           f"min_axis_size={min_axis_size!r} must be an int >= 1, and above 1 only with ndims=(2,)")
-    return _meshes(devices=devices, min_size=min_size, max_size=max_size, ndims=tuple(ndims),
-                   min_axis_size=min_axis_size)
+    _check(
+        isinstance(min_axis_size, int)
+        and min_axis_size >= 1
+        and (min_axis_size == 1 or tuple(ndims) == (2,)),
+        f"min_axis_size={min_axis_size!r} must be an int >= 1, and above 1 only with ndims=(2,)",
+    )
+    return _meshes(
+        devices=devices, min_size=min_size, max_size=max_size, ndims=tuple(ndims), min_axis_size=min_axis_size
+    )
 
 
 def _splits(size: int, min_axis_size: int) -> list[int]:
@@ -212,12 +317,21 @@ def _splits(size: int, min_axis_size: int) -> list[int]:
 
 
 @st.composite
-def _meshes(draw: st.DrawFn, *, devices: Sequence[jax.Device] | None, min_size: int,
-            max_size: int | None, ndims: Sequence[int], min_axis_size: int = 1) -> Mesh:
+def _meshes(
+    draw: st.DrawFn,
+    *,
+    devices: Sequence[jax.Device] | None,
+    min_size: int,
+    max_size: int | None,
+    ndims: Sequence[int],
+    min_axis_size: int = 1,
+) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
     top = len(pool) if max_size is None else max_size
-    _check(1 <= min_size <= top <= len(pool),
-           f"need 1 <= min_size={min_size} <= max_size={top} <= {len(pool)} devices")
+    _check(
+        1 <= min_size <= top <= len(pool),
+        f"need 1 <= min_size={min_size} <= max_size={top} <= {len(pool)} devices",
+    )
     if min_axis_size == 1:
         size = draw(st.integers(min_size, top))
     else:
@@ -260,10 +374,17 @@ def _placements(draw: st.DrawFn, *, length: int, devices: Sequence[jax.Device] |
 
 
 @st.composite
-def cases(draw: st.DrawFn, *, contract: Contract | str = Contract.FULL,
-          dtypes_from: Sequence[np.dtype | str] | None = None, mesh_args: Sequence[MeshArg] | None = None,
-          divisible: bool = True, any_placement: bool = False, max_length: int = MAX_LENGTH,
-          min_data_size: int = 1) -> Case:
+def cases(
+    draw: st.DrawFn,
+    *,
+    contract: Contract | str = Contract.FULL,
+    dtypes_from: Sequence[np.dtype | str] | None = None,
+    mesh_args: Sequence[MeshArg] | None = None,
+    divisible: bool = True,
+    any_placement: bool = False,
+    max_length: int = MAX_LENGTH,
+    min_data_size: int = 1,
+) -> Case:
     """A whole example: values, mesh, how the mesh is passed, input placement.
 
     The seed contract only ever calls ``pjit_double(x)`` with float32; the
@@ -276,8 +397,11 @@ def cases(draw: st.DrawFn, *, contract: Contract | str = Contract.FULL,
         dtype = draw(st.sampled_from([np.dtype(d) for d in dtypes_from]))
     else:
         dtype = draw(dtypes(contract=contract))
-    allowed: Sequence[MeshArg] = mesh_args if mesh_args is not None else (
-        ("omit",) if contract is Contract.SEED else ("mesh", "none", "omit"))
+    allowed: Sequence[MeshArg] = (
+        mesh_args
+        if mesh_args is not None
+        else (("omit",) if contract is Contract.SEED else ("mesh", "none", "omit"))
+    )
     mesh_arg: MeshArg = "mesh" if not divisible else draw(st.sampled_from(list(allowed)))
     mesh = None
     data_size = 1

@@ -44,8 +44,9 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
     fn, sharding, size = entry if entry is not None else _build(mesh)
     n = x.shape[0]
     if n % size:
-        raise ValueError(f"pjit_double: length {n} is not divisible by the size {size} "
-                         f"of the mesh's {DATA_AXIS!r} axis")
+        raise ValueError(
+            f"pjit_double: length {n} is not divisible by the size {size} of the mesh's {DATA_AXIS!r} axis"
+        )
     try:
         return fn(x)
     except ValueError:

@@ -34,9 +34,20 @@ ensure_host_devices(TEST_DEVICES)
 REPO_ROOT = Path(__file__).resolve().parents[1]  # found from this file, not from the cwd
 RUN_TIMEOUT_S = 240.0
 # Settings of the caller's shell that would change what a child process does.
-_SCRUBBED = ("XLA_FLAGS", "JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES", "JAX_ENABLE_X64", "CONFORMANCE_IMPL",
-             "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER",
-             "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "HYPOTHESIS_PROFILE")
+_SCRUBBED = (
+    "XLA_FLAGS",
+    "JAX_PLATFORMS",
+    "JAX_NUM_CPU_DEVICES",
+    "JAX_ENABLE_X64",
+    "CONFORMANCE_IMPL",
+    "PYTEST_ADDOPTS",
+    "PYTEST_PLUGINS",
+    "PYTEST_CURRENT_TEST",
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+    "HYPOTHESIS_PROFILE",
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +64,10 @@ class Run:
         return self.stdout + self.stderr
 
     def __str__(self) -> str:  # shown by failing assertions
-        return (f"$ {' '.join(self.argv)}\n-> exit {self.returncode}\n"
-                f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}")
+        return (
+            f"$ {' '.join(self.argv)}\n-> exit {self.returncode}\n"
+            f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
+        )
 
 
 def child_env(tmp: Path | None = None, **extra: str) -> dict[str, str]:
@@ -74,8 +87,13 @@ class Background:
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
 
-    def start(self, key: str, argv: Sequence[str], env: dict[str, str] | None = None,
-              files: dict[str, str] | None = None) -> None:
+    def start(
+        self,
+        key: str,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        files: dict[str, str] | None = None,
+    ) -> None:
         if key in self.futures:
             return
         for name, text in (files or {}).items():
@@ -88,8 +106,9 @@ class Background:
         with self.lock:
             if self.closed:
                 raise RuntimeError("the test session ended before this run started")
-            proc = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(
+                argv, cwd=REPO_ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
             self.procs.append(proc)
         try:
             out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
@@ -117,7 +136,8 @@ _BACKGROUND_KEY = pytest.StashKey[Background]()
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "background(key, argv, env=None, files=None): a child process this test inspects")
+        "markers", "background(key, argv, env=None, files=None): a child process this test inspects"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -155,4 +175,3 @@ def bg_run(request: pytest.FixtureRequest, background: Background) -> Run:
     assert len(marks) == 1, "bg_run needs exactly one @pytest.mark.background"
     background.start(*marks[0].args, **marks[0].kwargs)  # already started unless under xdist
     return background.result(marks[0].args[0])
-

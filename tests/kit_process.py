@@ -11,13 +11,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_kit(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
-            timeout: float = 600, python: str = sys.executable) -> subprocess.CompletedProcess[str]:
+def run_kit(
+    *args: str,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    python: str = sys.executable,
+) -> subprocess.CompletedProcess[str]:
     """Run pytest on the conformance suite; ``CI`` is dropped so the default profile applies."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "CONFORMANCE_IMPL")}
     full_env.update(env or {})
-    return subprocess.run([python, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-v", *args], cwd=cwd,
-                          env=full_env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [python, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-v", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def outcomes(output: str) -> dict[str, str]:

@@ -65,8 +65,9 @@ class Subject:
 
 def _constant(tree: ast.Module, name: str) -> object:
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     return None
 
@@ -79,11 +80,17 @@ def discover(kind: str) -> list[Subject]:
             continue
         tree = ast.parse(path.read_text(), filename=str(path))
         timeout = _constant(tree, "CALL_TIMEOUT")
-        found.append(Subject(
-            name=path.stem, path=path, kind=kind, doc=(ast.get_docstring(tree) or "").strip(),
-            killed_by=tuple(_constant(tree, "KILLED_BY") or ()),  # type: ignore[arg-type]
-            inconclusive=tuple(_constant(tree, "INCONCLUSIVE") or ()),  # type: ignore[arg-type]
-            call_timeout=float(timeout) if isinstance(timeout, (int, float)) else None))
+        found.append(
+            Subject(
+                name=path.stem,
+                path=path,
+                kind=kind,
+                doc=(ast.get_docstring(tree) or "").strip(),
+                killed_by=tuple(_constant(tree, "KILLED_BY") or ()),  # type: ignore[arg-type]
+                inconclusive=tuple(_constant(tree, "INCONCLUSIVE") or ()),  # type: ignore[arg-type]
+                call_timeout=float(timeout) if isinstance(timeout, (int, float)) else None,
+            )
+        )
     return found
 
 
@@ -111,12 +118,30 @@ class Run:
         return self.returncode != 0 and bool(self.failed)
 
 
-def command(subject: Subject, profile: str, checks: tuple[str, ...] = (), junit: Path | None = None,
-            fast_fail: bool | None = None) -> list[str]:
+def command(
+    subject: Subject,
+    profile: str,
+    checks: tuple[str, ...] = (),
+    junit: Path | None = None,
+    fast_fail: bool | None = None,
+) -> list[str]:
     """The run's command line.  ``fast_fail`` (default: for mutants) loads
     tests/hypothesis_fast_fail.py: no shrinking, no example database."""
-    cmd = [sys.executable, "-m", "pytest", "conformance", "-q", "-rA", "-p", "no:cacheprovider",
-           "--assert=plain", "--impl", subject.spec, "--hypothesis-profile", profile]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "conformance",
+        "-q",
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "--assert=plain",
+        "--impl",
+        subject.spec,
+        "--hypothesis-profile",
+        profile,
+    ]
     if subject.kind == "mutants" if fast_fail is None else fast_fail:
         cmd += ["-p", FAST_FAIL_PLUGIN]
     for check_id in checks:
@@ -172,21 +197,29 @@ def _read_table(output: str, run: Run) -> None:
             run.examples[cells[0].strip("`")] = cells[column]
 
 
-def run_conformance(subject: Subject, profile: str = "default", checks: tuple[str, ...] = (),
-                    fast_fail: bool | None = None) -> Run:
+def run_conformance(
+    subject: Subject, profile: str = "default", checks: tuple[str, ...] = (), fast_fail: bool | None = None
+) -> Run:
     """Run the suite on ``subject`` in a subprocess (cwd: the repository root)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         junit = Path(tmp) / "junit.xml"
         start = time.perf_counter()
         try:
-            done = subprocess.run(command(subject, profile, checks, junit, fast_fail), cwd=ROOT,
-                                  env=_environment(),
-                                  capture_output=True, text=True, timeout=RUN_TIMEOUT)
+            done = subprocess.run(
+                command(subject, profile, checks, junit, fast_fail),
+                cwd=ROOT,
+                env=_environment(),
+                capture_output=True,
+                text=True,
+                timeout=RUN_TIMEOUT,
+            )
             returncode, output = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired as exc:
             returncode = -1
-            parts = [p.decode(errors="replace") if isinstance(p, bytes) else p or ""
-                     for p in (exc.stdout, exc.stderr)]
+            parts = [
+                p.decode(errors="replace") if isinstance(p, bytes) else p or ""
+                for p in (exc.stdout, exc.stderr)
+            ]
             output = "".join(parts) + f"\n[the run took more than {RUN_TIMEOUT:g} s]"
         run = Run(subject, profile, returncode, output, time.perf_counter() - start)
         _read_junit(junit, run)
@@ -223,11 +256,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=PROFILES, default="default")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="concurrent runs (default 2)")
-    parser.add_argument("--shrink", action="store_true",
-                        help="let Hypothesis shrink mutants' failures (slow; by default a failing check "
-                             "stops at its first failing example, see tests/hypothesis_fast_fail.py)")
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="print the output's tail for survivors and failing alternates")
+    parser.add_argument(
+        "--shrink",
+        action="store_true",
+        help="let Hypothesis shrink mutants' failures (slow; by default a failing check "
+        "stops at its first failing example, see tests/hypothesis_fast_fail.py)",
+    )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="print the output's tail for survivors and failing alternates",
+    )
     parser.add_argument("names", nargs="*", help="only these mutants/alternates (default: all)")
     args = parser.parse_args(argv)
 
@@ -237,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         missing = set(args.names) - {s.name for s in subjects}
         if missing:
             parser.error(f"no mutant or alternate called {', '.join(sorted(missing))}")
-    print(f"profile {args.profile}: {len(subjects)} runs of the full suite, {args.jobs} at a time",
-          flush=True)
+    print(
+        f"profile {args.profile}: {len(subjects)} runs of the full suite, {args.jobs} at a time", flush=True
+    )
     print(f"{'name':<30} {'verdict':<9} {'examples':>8} {'time':>7}  failed checks", flush=True)
     start = time.perf_counter()
     runs: dict[str, Run] = {}
@@ -260,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     if survivors:
         print("survivors: " + ", ".join(sorted(r.subject.name for r in survivors)))
     if off_target:
-        print("killed, but not by their primary check (*): "
-              + ", ".join(f"{r.subject.name} ({r.subject.killed_by[0]})" for r in off_target))
+        print(
+            "killed, but not by their primary check (*): "
+            + ", ".join(f"{r.subject.name} ({r.subject.killed_by[0]})" for r in off_target)
+        )
     if false_failures:
         print("failing alternates: " + ", ".join(sorted(r.subject.name for r in false_failures)))
     if args.verbose:

@@ -24,19 +24,19 @@ PYTEST = [sys.executable, "-m", "pytest", "conformance", "-q"]
 NO_AUTOLOAD = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 # A plug-in that reports, after the run, how many devices the run's process had.
-DEVICE_PROBE_PLUGIN = '''
+DEVICE_PROBE_PLUGIN = """
 import jax
 
 def pytest_terminal_summary(terminalreporter):
     devices = jax.devices()
     terminalreporter.write_line(f"KIT-PROBE devices={len(devices)} platform={devices[0].platform}")
-'''
+"""
 
 # A plug-in that starts JAX's backend as soon as pytest imports it (before the kit can).
 STARTS_JAX_PLUGIN = "import jax\n\nSTARTED_WITH = len(jax.devices())\n"
 
 # A fresh process: nothing in the kit starts the backend early, then the kit makes N devices.
-DEVICE_SCRIPT = '''
+DEVICE_SCRIPT = """
 import json, os, sys
 
 from conformance import devices
@@ -52,7 +52,7 @@ import jax
 print(json.dumps({"started_early": started_early, "started_after": devices.backend_started(),
                   "made": len(made), "visible": len(jax.devices()), "platform": made[0].platform,
                   "ids": sorted(d.id for d in made), "xla_flags": os.environ.get("XLA_FLAGS")}))
-'''
+"""
 
 USER_XLA_FLAGS = "--xla_cpu_enable_fast_math=false --xla_force_host_platform_device_count=2"
 
@@ -94,9 +94,11 @@ def test_a_count_below_one_is_rejected(count: int) -> None:
 # Child processes
 
 
-@pytest.mark.background("devices-4",
-                        [*PYTEST, "--devices", "4", "--check", "call.smoke", "-p", "kit_device_probe"],
-                        files={"kit_device_probe.py": DEVICE_PROBE_PLUGIN})
+@pytest.mark.background(
+    "devices-4",
+    [*PYTEST, "--devices", "4", "--check", "call.smoke", "-p", "kit_device_probe"],
+    files={"kit_device_probe.py": DEVICE_PROBE_PLUGIN},
+)
 def test_devices_4_runs_the_kit_on_exactly_4_devices(bg_run) -> None:
     assert bg_run.returncode == 0, bg_run
     assert re.search(r"\b1 passed\b", bg_run.stdout), bg_run
@@ -104,8 +106,12 @@ def test_devices_4_runs_the_kit_on_exactly_4_devices(bg_run) -> None:
     assert "KIT-PROBE devices=4 platform=cpu" in bg_run.stdout, bg_run
 
 
-@pytest.mark.background("devices-script", [sys.executable, "-m", "kit_device_script", "8"],
-                        env={"XLA_FLAGS": USER_XLA_FLAGS}, files={"kit_device_script.py": DEVICE_SCRIPT})
+@pytest.mark.background(
+    "devices-script",
+    [sys.executable, "-m", "kit_device_script", "8"],
+    env={"XLA_FLAGS": USER_XLA_FLAGS},
+    files={"kit_device_script.py": DEVICE_SCRIPT},
+)
 def test_the_users_xla_flags_are_kept_and_the_kit_count_wins(bg_run) -> None:
     assert bg_run.returncode == 0, bg_run
     assert "Traceback" not in bg_run.output, bg_run
@@ -120,8 +126,12 @@ def test_the_users_xla_flags_are_kept_and_the_kit_count_wins(bg_run) -> None:
     assert seen["xla_flags"] == USER_XLA_FLAGS
 
 
-@pytest.mark.background("devices-started-early", [*PYTEST, "-p", "kit_starts_jax"], env=NO_AUTOLOAD,
-                        files={"kit_starts_jax.py": STARTS_JAX_PLUGIN})
+@pytest.mark.background(
+    "devices-started-early",
+    [*PYTEST, "-p", "kit_starts_jax"],
+    env=NO_AUTOLOAD,
+    files={"kit_starts_jax.py": STARTS_JAX_PLUGIN},
+)
 def test_a_plugin_that_starts_jax_first_is_a_usage_error_naming_the_count(bg_run) -> None:
     assert bg_run.returncode == 4, bg_run  # pytest.ExitCode.USAGE_ERROR
     assert "Traceback" not in bg_run.output, bg_run
@@ -133,9 +143,12 @@ def test_a_plugin_that_starts_jax_first_is_a_usage_error_naming_the_count(bg_run
     assert not re.search(r"\b\d+ passed\b", bg_run.stdout), bg_run  # no check ran on 1 device
 
 
-@pytest.mark.background("devices-advice", [*PYTEST, "--check", "call.smoke", "-p", "kit_starts_jax"],
-                        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=8", **NO_AUTOLOAD},
-                        files={"kit_starts_jax.py": STARTS_JAX_PLUGIN})
+@pytest.mark.background(
+    "devices-advice",
+    [*PYTEST, "--check", "call.smoke", "-p", "kit_starts_jax"],
+    env={"XLA_FLAGS": "--xla_force_host_platform_device_count=8", **NO_AUTOLOAD},
+    files={"kit_starts_jax.py": STARTS_JAX_PLUGIN},
+)
 def test_the_advised_xla_flags_let_that_run_go_ahead(bg_run) -> None:
     # The message above says to set XLA_FLAGS=--xla_force_host_platform_device_count=8: it works.
     assert bg_run.returncode == 0, bg_run

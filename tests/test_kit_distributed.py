@@ -12,10 +12,29 @@ from tests.kit_process import ROOT
 
 def launch(*pytest_args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "conformance.launch", "--processes", "2",
-                           "--devices-per-process", "4", "--grace", "60", "--", "conformance",
-                           "-p", "no:cacheprovider", "-q", *pytest_args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.launch",
+            "--processes",
+            "2",
+            "--devices-per-process",
+            "4",
+            "--grace",
+            "60",
+            "--",
+            "conformance",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *pytest_args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return done, time.monotonic() - start
 
 
@@ -29,8 +48,14 @@ def test_reference_conforms_across_two_processes() -> None:
 
 
 def test_a_failure_on_process_1_shards_fails_the_run_everywhere() -> None:
-    done, _ = launch("--impl", "tests/distributed/wrong_on_process_1.py:pjit_double",
-                     "--check", "values.float32", "--check", "layout.mesh")
+    done, _ = launch(
+        "--impl",
+        "tests/distributed/wrong_on_process_1.py:pjit_double",
+        "--check",
+        "values.float32",
+        "--check",
+        "layout.mesh",
+    )
     assert done.returncode == 1, done.stdout[-4000:]
     # process 0's own shards are right: it fails because process 1 reported a failure
     assert "the check failed on process(es) [1]" in done.stdout
@@ -39,9 +64,16 @@ def test_a_failure_on_process_1_shards_fails_the_run_everywhere() -> None:
 
 def test_a_deadlock_on_one_process_ends_the_run_failing_without_hanging() -> None:
     timeout = 5
-    done, elapsed = launch("--impl", "tests/distributed/process_0_only.py:pjit_double",
-                           "--call-timeout", str(timeout), timeout=400)
+    done, elapsed = launch(
+        "--impl",
+        "tests/distributed/process_0_only.py:pjit_double",
+        "--call-timeout",
+        str(timeout),
+        timeout=400,
+    )
     assert done.returncode == 1, done.stdout[-4000:]
     assert "did not return within --call-timeout=5 s" in done.stdout
     assert elapsed < 5 * timeout + 120, elapsed
-    assert subprocess.run(["pgrep", "-f", "process_0_only.py"], capture_output=True).returncode == 1  # no orphans
+    assert (
+        subprocess.run(["pgrep", "-f", "process_0_only.py"], capture_output=True).returncode == 1
+    )  # no orphans

@@ -51,13 +51,30 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(base / "dist"), str(source)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(base / "dist"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next((base / "dist").glob("pjit_double_conformance-*.whl"))
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(base / "venv")], check=True)
     python = base / "venv" / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     return python
 
 
@@ -69,16 +86,29 @@ def _project(tmp_path: Path, body: str) -> Path:
 
 
 def test_the_kit_is_imported_from_the_venv(venv: Path, tmp_path: Path) -> None:
-    done = subprocess.run([str(venv), "-c", "import conformance, sys; print(conformance.__file__, sys.prefix)"],
-                          cwd=tmp_path, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(venv), "-c", "import conformance, sys; print(conformance.__file__, sys.prefix)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     kit_file, prefix = done.stdout.split()
     assert kit_file.startswith(prefix), done.stdout  # the wheel's copy, not this checkout
 
 
 def test_installed_kit_passes_a_conforming_package(venv: Path, tmp_path: Path) -> None:
     project = _project(tmp_path, GOOD)
-    done = run_kit("--pyargs", "conformance", "--impl", "mypkg:pjit_double", "--conformance-report",
-                   "out.json", cwd=project, python=str(venv))
+    done = run_kit(
+        "--pyargs",
+        "conformance",
+        "--impl",
+        "mypkg:pjit_double",
+        "--conformance-report",
+        "out.json",
+        cwd=project,
+        python=str(venv),
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert set(outcomes(done.stdout).values()) == {"PASSED"}
     assert '"version": "1.2.3"' in (project / "out.json").read_text()  # the implementation's version
@@ -97,7 +127,9 @@ def test_installed_kit_fails_a_broken_package(venv: Path, tmp_path: Path) -> Non
 def test_installed_plugin_stays_dormant_in_other_test_runs(venv: Path, tmp_path: Path) -> None:
     project = tmp_path / "other"
     project.mkdir()
-    (project / "test_mine.py").write_text("import jax\n\ndef test_devices():\n    assert len(jax.devices()) == 1\n")
+    (project / "test_mine.py").write_text(
+        "import jax\n\ndef test_devices():\n    assert len(jax.devices()) == 1\n"
+    )
     done = run_kit("test_mine.py", cwd=project, python=str(venv))
     assert done.returncode == 0, done.stdout[-3000:]  # the kit did not force 8 devices on this run
     assert "pjit_double conformance" not in done.stdout

@@ -64,8 +64,9 @@ def test_a_spec_without_module_and_attribute_is_rejected(spec: str) -> None:
     _assert_one_line(error, spec, "expected MODULE:ATTR or path/to/file.py:ATTR")
 
 
-@pytest.mark.parametrize("name", ["kit_no_such_module_9a7c", "kit_no_such_pkg_9a7c.sub",
-                                  "reference.no_such_sub"])
+@pytest.mark.parametrize(
+    "name", ["kit_no_such_module_9a7c", "kit_no_such_pkg_9a7c.sub", "reference.no_such_sub"]
+)
 def test_a_module_that_does_not_exist_is_not_found(name: str) -> None:
     spec = f"{name}:pjit_double"
     with pytest.raises(ImplSpecError) as error:
@@ -93,8 +94,13 @@ def test_an_import_error_inside_the_file_names_the_missing_module_and_line(tmp_p
     spec = f"{path}:pjit_double"
     with pytest.raises(ImplSpecError) as error:
         load_impl(spec)
-    _assert_one_line(error, spec, f"importing {path} failed",
-                     f"ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}'", f"({path}, line 2)")
+    _assert_one_line(
+        error,
+        spec,
+        f"importing {path} failed",
+        f"ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}'",
+        f"({path}, line 2)",
+    )
     assert not [m for m in sys.modules if m.startswith("_conformance_impl_needs_dep_")]
 
 
@@ -103,8 +109,12 @@ def test_an_import_error_inside_the_module_is_not_reported_as_module_not_found(m
     spec = f"{name}:pjit_double"
     with pytest.raises(ImplSpecError) as error:
         load_impl(spec)
-    message = _assert_one_line(error, spec, f"importing {name} failed",
-                               f"ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}'")
+    message = _assert_one_line(
+        error,
+        spec,
+        f"importing {name} failed",
+        f"ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}'",
+    )
     assert "module not found" not in message
 
 
@@ -137,9 +147,14 @@ def test_an_attribute_that_raises_when_read_is_reported(make_module) -> None:
     _assert_one_line(error, spec, "getting pjit_double raised RuntimeError: no pjit_double today")
 
 
-@pytest.mark.parametrize(("spec", "kind"), [("reference.double:DATA_AXIS", "str"),
-                                            ("reference.double:_compiled", "dict"),
-                                            ("reference:__doc__", "str")])
+@pytest.mark.parametrize(
+    ("spec", "kind"),
+    [
+        ("reference.double:DATA_AXIS", "str"),
+        ("reference.double:_compiled", "dict"),
+        ("reference:__doc__", "str"),
+    ],
+)
 def test_an_attribute_that_is_not_callable_is_rejected(spec: str, kind: str) -> None:
     with pytest.raises(ImplSpecError) as error:
         load_impl(spec)
@@ -150,7 +165,7 @@ def test_an_attribute_that_is_not_callable_is_rejected(spec: str, kind: str) -> 
 # Success
 
 
-IMPL_SOURCE = '''
+IMPL_SOURCE = """
 def pjit_double(x, *, mesh=None):
     return ("{tag}", x)
 
@@ -169,7 +184,7 @@ class _Callable:
         return ("{tag}-object", x)
 
 impl_object = _Callable()
-'''
+"""
 
 
 def test_module_attr_loads_the_function() -> None:
@@ -182,10 +197,18 @@ def test_module_attr_loads_the_function() -> None:
     assert load_impl("reference.double:pjit_double") is double.pjit_double
 
 
-@pytest.mark.parametrize(("attr", "tag"), [("pjit_double", "t"), ("Impl.double", "t-static"),
-                                           ("Impl.Inner.double", "t-inner"), ("impl_object", "t-object")])
+@pytest.mark.parametrize(
+    ("attr", "tag"),
+    [
+        ("pjit_double", "t"),
+        ("Impl.double", "t-static"),
+        ("Impl.Inner.double", "t-inner"),
+        ("impl_object", "t-object"),
+    ],
+)
 def test_file_and_module_specs_load_functions_dotted_attributes_and_callable_objects(
-        attr: str, tag: str, tmp_path: Path, make_module) -> None:
+    attr: str, tag: str, tmp_path: Path, make_module
+) -> None:
     source = IMPL_SOURCE.replace("{tag}", "t")
     path = _write(tmp_path / "sub" / "impl.py", source)
     for spec in (f"{path}:{attr}", f"{make_module(source)}:{attr}"):
@@ -195,7 +218,8 @@ def test_file_and_module_specs_load_functions_dotted_attributes_and_callable_obj
 
 
 def test_a_relative_file_path_is_resolved_from_the_working_directory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _write(tmp_path / "impls" / "mine.py", IMPL_SOURCE.replace("{tag}", "rel"))
     monkeypatch.chdir(tmp_path)
     assert load_impl("impls/mine.py:pjit_double")(1) == ("rel", 1)
@@ -222,7 +246,8 @@ def test_module_version_finds_the_package_version(make_module) -> None:
 
 
 def test_choose_spec_prefers_the_option_then_the_environment_then_the_reference(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert DEFAULT_SPEC == "reference:pjit_double"
     monkeypatch.delenv(ENV_VAR, raising=False)
     assert choose_spec(None) == DEFAULT_SPEC
@@ -244,33 +269,49 @@ def _e2e(kind: str, spec: str, cause: str, files: dict[str, str] | None = None) 
     # two thirds of the time; the kit's plug-in comes from the root conftest.py either way, and
     # test_kit_devices.py runs the kit with them.
     env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    return pytest.param(spec, cause, id=kind,
-                        marks=pytest.mark.background(f"loader-{kind}", argv, env=env, files=files))
+    return pytest.param(
+        spec, cause, id=kind, marks=pytest.mark.background(f"loader-{kind}", argv, env=env, files=files)
+    )
 
 
 E2E_BAD_SPECS = [
     _e2e("no-colon", "reference", "expected MODULE:ATTR"),
     _e2e("empty-attr", "reference:", "expected MODULE:ATTR"),
-    _e2e("module-not-found", "kit_no_such_module_9a7c:pjit_double",
-         "module not found: 'kit_no_such_module_9a7c'"),
-    _e2e("file-not-found", "{tmp}/kit_missing_impl.py:pjit_double",
-         "file not found: {tmp}/kit_missing_impl.py"),
-    _e2e("syntax-error", "{tmp}/kit_syntax_error.py:pjit_double",
-         "SyntaxError: ", files={"kit_syntax_error.py": "def pjit_double(x:\n    return 2 * x\n"}),
-    _e2e("import-error-in-file", "{tmp}/kit_import_error.py:pjit_double",
-         f"ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}' ({{tmp}}/kit_import_error.py, line 1)",
-         files={"kit_import_error.py": f"import {MISSING_DEPENDENCY}\n"}),
-    _e2e("import-error-in-module", "kit_broken_module:pjit_double",
-         f"importing kit_broken_module failed: ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}'",
-         files={"kit_broken_module.py": f"import {MISSING_DEPENDENCY}\n"}),
+    _e2e(
+        "module-not-found",
+        "kit_no_such_module_9a7c:pjit_double",
+        "module not found: 'kit_no_such_module_9a7c'",
+    ),
+    _e2e(
+        "file-not-found", "{tmp}/kit_missing_impl.py:pjit_double", "file not found: {tmp}/kit_missing_impl.py"
+    ),
+    _e2e(
+        "syntax-error",
+        "{tmp}/kit_syntax_error.py:pjit_double",
+        "SyntaxError: ",
+        files={"kit_syntax_error.py": "def pjit_double(x:\n    return 2 * x\n"},
+    ),
+    _e2e(
+        "import-error-in-file",
+        "{tmp}/kit_import_error.py:pjit_double",
+        f"ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}' ({{tmp}}/kit_import_error.py, line 1)",
+        files={"kit_import_error.py": f"import {MISSING_DEPENDENCY}\n"},
+    ),
+    _e2e(
+        "import-error-in-module",
+        "kit_broken_module:pjit_double",
+        f"importing kit_broken_module failed: ModuleNotFoundError: No module named '{MISSING_DEPENDENCY}'",
+        files={"kit_broken_module.py": f"import {MISSING_DEPENDENCY}\n"},
+    ),
     _e2e("attribute-missing", "reference:no_such_function", "reference has no attribute 'no_such_function'"),
     _e2e("not-callable", "reference.double:DATA_AXIS", "DATA_AXIS is a str, not a callable"),
 ]
 
 
 @pytest.mark.parametrize(("spec", "cause"), E2E_BAD_SPECS)
-def test_a_bad_impl_is_one_usage_error_line_without_traceback(spec: str, cause: str, bg_run,
-                                                              background) -> None:
+def test_a_bad_impl_is_one_usage_error_line_without_traceback(
+    spec: str, cause: str, bg_run, background
+) -> None:
     spec = spec.replace("{tmp}", str(background.tmp))
     cause = cause.replace("{tmp}", str(background.tmp))
     assert bg_run.returncode == 4, bg_run  # pytest.ExitCode.USAGE_ERROR

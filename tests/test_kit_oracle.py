@@ -23,10 +23,12 @@ from conformance.strategies import special_floats
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
 FLOAT_IDS = [str(d) for d in FLOATS]
-INTS = [np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64,
-                              np.uint8, np.uint16, np.uint32, np.uint64)]
-PROPERTY = settings(max_examples=150, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+INTS = [
+    np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64)
+]
+PROPERTY = settings(
+    max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 
 
 def _bits_dtype(dtype: np.dtype) -> np.dtype:
@@ -92,12 +94,24 @@ def test_integer_doubling_wraps_modulo_the_width_and_saturation_is_rejected(dtyp
     if dtype.itemsize <= 2:  # every value
         x = np.arange(int(info.min), int(info.max) + 1, dtype=np.int64).astype(dtype)
     else:
-        edges = [info.min, info.min + 1, info.min // 2 - 1, info.min // 2, -1, 0, 1,
-                 info.max // 2, info.max // 2 + 1, info.max - 1, info.max]
+        edges = [
+            info.min,
+            info.min + 1,
+            info.min // 2 - 1,
+            info.min // 2,
+            -1,
+            0,
+            1,
+            info.max // 2,
+            info.max // 2 + 1,
+            info.max - 1,
+            info.max,
+        ]
         x = np.array(sorted({int(e) for e in edges if info.min <= e <= info.max}), dtype=dtype)
     exact = [2 * int(v) for v in x]
-    wrapped = np.array([(e - int(info.min)) % 2 ** (8 * dtype.itemsize) + int(info.min) for e in exact],
-                       dtype=dtype)
+    wrapped = np.array(
+        [(e - int(info.min)) % 2 ** (8 * dtype.itemsize) + int(info.min) for e in exact], dtype=dtype
+    )
     saturated = np.array([min(max(e, int(info.min)), int(info.max)) for e in exact], dtype=dtype)
     assert np.array_equal(doubled(x), wrapped)
     assert element_ok(x, wrapped).all()
@@ -242,8 +256,13 @@ def _check_wide(x: np.ndarray, flip: np.ndarray) -> dict[str, int]:
     # a zero of either sign for a normal result, the wrong sign of zero for a subnormal input
     assert not element_ok(x, np.zeros_like(x))[normal & ~subnormal].any()
     assert not element_ok(x, np.copysign(np.zeros_like(x), -x))[subnormal].any()
-    return {"normal": int(normal.sum()), "overflow": int(overflow.sum()), "nan": int(nan.sum()),
-            "subnormal": int(subnormal.sum()), "inf": int(np.isinf(x).sum())}
+    return {
+        "normal": int(normal.sum()),
+        "overflow": int(overflow.sum()),
+        "nan": int(nan.sum()),
+        "subnormal": int(subnormal.sum()),
+        "inf": int(np.isinf(x).sum()),
+    }
 
 
 def _float_bits(dtype: np.dtype, size: int) -> st.SearchStrategy[np.ndarray]:
@@ -325,10 +344,22 @@ def test_complex_numbers_are_judged_component_by_component(dtype: np.dtype) -> N
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.complex64), np.dtype(np.complex128)], ids=str)
-@pytest.mark.parametrize("x", [(np.inf, 0.0), (np.inf, -0.0), (-np.inf, 1.0), (1.0, np.inf), (np.nan, 1.0),
-                               (0.0, np.nan), (np.inf, np.inf), (np.inf, np.nan)])
+@pytest.mark.parametrize(
+    "x",
+    [
+        (np.inf, 0.0),
+        (np.inf, -0.0),
+        (-np.inf, 1.0),
+        (1.0, np.inf),
+        (np.nan, 1.0),
+        (0.0, np.nan),
+        (np.inf, np.inf),
+        (np.inf, np.nan),
+    ],
+)
 def test_the_ieee_product_is_accepted_where_a_component_is_inf_or_nan(
-        dtype: np.dtype, x: tuple[float, float]) -> None:
+    dtype: np.dtype, x: tuple[float, float]
+) -> None:
     xs = _complex(dtype, *x)
     with np.errstate(invalid="ignore"):
         product = xs * dtype.type(2)  # what 2 * x is in XLA, e.g. inf+0j -> inf+nanj
@@ -371,8 +402,10 @@ def test_the_oracle_accepts_what_xla_on_this_machine_computes(how: str) -> None:
     inputs += [specials, pairs.ravel()]
     small = np.arange(-128, 128, dtype=np.int16)
     inputs += [small.astype(d) for d in (np.int8, np.uint8, np.int16, np.uint16)]
-    inputs += [np.array([-(2 ** 31), -(2 ** 30) - 1, -1, 0, 1, 2 ** 30, 2 ** 31 - 1], dtype=np.int32),
-               np.array([0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1], dtype=np.uint32)]
+    inputs += [
+        np.array([-(2**31), -(2**30) - 1, -1, 0, 1, 2**30, 2**31 - 1], dtype=np.int32),
+        np.array([0, 1, 2**31 - 1, 2**31, 2**32 - 1], dtype=np.uint32),
+    ]
     for x in inputs:
         got = np.asarray(fn(x))
         assert got.dtype == x.dtype, how
@@ -411,8 +444,9 @@ def test_the_oracle_itself_never_warns() -> None:
 def test_first_mismatch_names_the_first_bad_element_and_counts_them_all() -> None:
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0], dtype=np.float32)
     got = np.array([2.0, 4.0, 7.0, 8.0, 11.0], dtype=np.float32)
-    assert first_mismatch(x, got) == Mismatch(index=2, input="3.0 (0x40400000)", expected="6.0 (0x40c00000)",
-                                              got="7.0 (0x40e00000)", count=2)
+    assert first_mismatch(x, got) == Mismatch(
+        index=2, input="3.0 (0x40400000)", expected="6.0 (0x40c00000)", got="7.0 (0x40e00000)", count=2
+    )
     assert first_mismatch(x, 2 * x) is None
     assert first_mismatch(x[:0], x[:0]) is None  # length 0
     ints = np.array([100, 1, -128], dtype=np.int8)
@@ -423,8 +457,11 @@ def test_first_mismatch_shows_the_hex_bits_of_nan_and_zero_signs() -> None:
     x = _f(np.dtype(np.float32), 0x80000000, 0x3F800000)  # -0.0, 1.0
     bad = first_mismatch(x, _f(np.dtype(np.float32), 0x00000000, 0xFFC00001))
     assert bad is not None and bad.count == 2 and bad.index == 0
-    assert (bad.input, bad.expected, bad.got) == ("-0.0 (0x80000000)", "-0.0 (0x80000000)",
-                                                  "0.0 (0x00000000)")
+    assert (bad.input, bad.expected, bad.got) == (
+        "-0.0 (0x80000000)",
+        "-0.0 (0x80000000)",
+        "0.0 (0x00000000)",
+    )
     bad = first_mismatch(x[1:], _f(np.dtype(np.float32), 0xFFC00001))
     assert bad is not None and bad.got == "nan (0xffc00001)"
 
@@ -435,7 +472,7 @@ def test_show_prints_floats_with_their_hex_bits_in_every_width() -> None:
     assert show(BF16.type(1.5)) == "1.5 (0x3fc0)"
     assert show(np.float64(1.5)) == "1.5 (0x3ff8000000000000)"
     assert show(np.float32(-np.inf)) == "-inf (0xff800000)"
-    assert show(np.int8(-56)) == "-56" and show(np.uint64(2 ** 64 - 1)) == str(2 ** 64 - 1)
+    assert show(np.int8(-56)) == "-56" and show(np.uint64(2**64 - 1)) == str(2**64 - 1)
     c64 = np.dtype(np.complex64)
     assert show(_complex(c64, 2.0, -0.0)[0]) == "complex(2.0 (0x40000000), -0.0 (0x80000000))"
     assert show(_complex(c64, -1.0, 0.5)[0]) == "complex(-1.0 (0xbf800000), 0.5 (0x3f000000))"

@@ -18,7 +18,7 @@ from tests.kit_process import ROOT, outcomes, run_kit
 SEED_SOLUTION = "tests/impls/seed_solution.py:pjit_double"
 SCHEMA = json.loads((ROOT / "conformance" / "report-schema.json").read_text())
 
-TRIPLING = '''
+TRIPLING = """
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -31,9 +31,9 @@ def pjit_double(x, *, mesh=None):  # three times x, otherwise by the contract
     if isinstance(x, jax.Array) and x.committed and not x.sharding.is_equivalent_to(s, 1):
         x = jax.device_put(x, s)
     return jax.jit(lambda v: 3 * v, in_shardings=s, out_shardings=s)(x)
-'''
+"""
 
-HANGING = '''
+HANGING = """
 import threading
 from reference import pjit_double as _reference
 
@@ -41,7 +41,7 @@ def pjit_double(x, *, mesh=None):
     if x.shape[0] > 40:
         threading.Event().wait()  # a collective that never completes
     return _reference(x, mesh=mesh)
-'''
+"""
 
 
 def _write(tmp_path: Path, name: str, text: str) -> str:
@@ -55,7 +55,9 @@ def test_reference_conforms_and_the_report_follows_its_schema(tmp_path: Path) ->
     assert done.returncode == 0, done.stdout[-3000:]
     assert set(outcomes(done.stdout).values()) == {"PASSED"}
     assert "**pjit_double conformance: CONFORMING**" in done.stdout
-    assert re.search(r"^timing: \d+ examples, \d+ implementation calls, \d+ backend compiles", done.stdout, re.M)
+    assert re.search(
+        r"^timing: \d+ examples, \d+ implementation calls, \d+ backend compiles", done.stdout, re.M
+    )
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     jsonschema.validate(report, SCHEMA)
     assert report["verdict"]["conforming"] is True
@@ -89,8 +91,15 @@ def test_list_checks_prints_every_id_with_its_contracts() -> None:
 def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path) -> None:
     xfail = tmp_path / "xfail.txt"
     xfail.write_text("# adopted before we support meshes\napi.mesh-keyword   no mesh= yet\n")
-    done = run_kit("conformance", "--impl", SEED_SOLUTION, "--xfail-file", str(xfail),
-                   "--conformance-report", str(tmp_path / "r.json"))
+    done = run_kit(
+        "conformance",
+        "--impl",
+        SEED_SOLUTION,
+        "--xfail-file",
+        str(xfail),
+        "--conformance-report",
+        str(tmp_path / "r.json"),
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     report = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(report, SCHEMA)
@@ -121,14 +130,26 @@ def test_xfail_file_with_an_unknown_id_is_a_usage_error(tmp_path: Path) -> None:
 def test_xdist_workers_results_merge_into_one_report(tmp_path: Path) -> None:
     wanted = ["call.smoke", "values.float32", "layout.mesh", "divisibility.error"]
     args = [arg for check_id in wanted for arg in ("--check", check_id)]
-    done = run_kit("conformance", "-n", "2", *args, "--impl", _write(tmp_path, "triple.py", TRIPLING),
-                   "--conformance-report", str(tmp_path / "r.json"))
+    done = run_kit(
+        "conformance",
+        "-n",
+        "2",
+        *args,
+        "--impl",
+        _write(tmp_path, "triple.py", TRIPLING),
+        "--conformance-report",
+        str(tmp_path / "r.json"),
+    )
     assert done.returncode == 1, done.stdout[-3000:]
     report = json.loads((tmp_path / "r.json").read_text())
     jsonschema.validate(report, SCHEMA)
     status = {c["id"]: c["status"] for c in report["checks"]}
-    assert status == {"call.smoke": "passed", "values.float32": "failed", "layout.mesh": "passed",
-                      "divisibility.error": "passed"}
+    assert status == {
+        "call.smoke": "passed",
+        "values.float32": "failed",
+        "layout.mesh": "passed",
+        "divisibility.error": "passed",
+    }
     failed = next(c for c in report["checks"] if c["id"] == "values.float32")
     assert "result values are not the input doubled" in failed["message"]
     assert failed["counterexample"] and failed["examples"] >= 1
@@ -149,10 +170,18 @@ def test_the_printed_rerun_command_replays_the_same_failure(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("timeout", [2.0])
-def test_a_hung_implementation_ends_the_run_failing_within_a_few_timeouts(tmp_path: Path, timeout: float) -> None:
+def test_a_hung_implementation_ends_the_run_failing_within_a_few_timeouts(
+    tmp_path: Path, timeout: float
+) -> None:
     start = time.monotonic()
-    done = run_kit("conformance", "--impl", _write(tmp_path, "hang.py", HANGING),
-                   "--call-timeout", str(timeout), timeout=300)
+    done = run_kit(
+        "conformance",
+        "--impl",
+        _write(tmp_path, "hang.py", HANGING),
+        "--call-timeout",
+        str(timeout),
+        timeout=300,
+    )
     elapsed = time.monotonic() - start
     assert done.returncode == 1, done.stdout[-3000:]
     assert "did not return within --call-timeout=2 s" in done.stdout

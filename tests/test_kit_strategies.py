@@ -27,7 +27,7 @@ from conformance.contract import Contract, dtypes_in_domain
 T = TypeVar("T")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
-PRIMES = {n for n in range(2, cst.MAX_LENGTH + 1) if all(n % d for d in range(2, int(n ** 0.5) + 1))}
+PRIMES = {n for n in range(2, cst.MAX_LENGTH + 1) if all(n % d for d in range(2, int(n**0.5) + 1))}
 QUIET = list(HealthCheck)
 
 
@@ -35,8 +35,14 @@ def collect(strategy: st.SearchStrategy[T], examples: int) -> list[T]:
     """Everything ``strategy`` draws in ``examples`` runs with a fixed seed."""
     seen: list[T] = []
 
-    @settings(max_examples=examples, derandomize=True, database=None, deadline=None,
-              suppress_health_check=QUIET, phases=("generate",))
+    @settings(
+        max_examples=examples,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=QUIET,
+        phases=("generate",),
+    )
     @given(strategy)
     def run(value: T) -> None:
         seen.append(value)
@@ -47,8 +53,11 @@ def collect(strategy: st.SearchStrategy[T], examples: int) -> list[T]:
 
 
 def draw_once(strategy: st.SearchStrategy[Any]) -> Any:
-    return find(strategy, lambda _: True, settings=settings(database=None, max_examples=10,
-                                                              suppress_health_check=QUIET))
+    return find(
+        strategy,
+        lambda _: True,
+        settings=settings(database=None, max_examples=10, suppress_health_check=QUIET),
+    )
 
 
 def _ids(mesh: Any) -> list[int]:
@@ -93,8 +102,9 @@ def test_lengths_divisible_false_yields_only_non_multiples_near_the_multiples() 
 
 @settings(max_examples=80, derandomize=True, database=None, deadline=None, suppress_health_check=QUIET)
 @given(st.data(), st.integers(1, 16), st.integers(0, 200))
-def test_lengths_respect_divisibility_and_bounds_for_any_data_size(data: st.DataObject, data_size: int,
-                                                                  extra: int) -> None:
+def test_lengths_respect_divisibility_and_bounds_for_any_data_size(
+    data: st.DataObject, data_size: int, extra: int
+) -> None:
     top = data_size + extra
     n = data.draw(cst.lengths(data_size=data_size, divisible=True, max_length=top))
     assert 0 <= n <= top and n % data_size == 0
@@ -160,9 +170,14 @@ def _float_targets(a: np.ndarray) -> set[str]:
         x = a.astype(np.float64)
     big, tiny = float(fi.max), float(fi.smallest_normal)
     kinds = {
-        "nan": np.isnan(x), "+inf": x == np.inf, "-inf": x == -np.inf,
-        "-0.0": (x == 0) & np.signbit(x), "+0.0": (x == 0) & ~np.signbit(x),
-        "subnormal": (x != 0) & (np.abs(x) < tiny), "max": x == big, "-max": x == -big,
+        "nan": np.isnan(x),
+        "+inf": x == np.inf,
+        "-inf": x == -np.inf,
+        "-0.0": (x == 0) & np.signbit(x),
+        "+0.0": (x == 0) & ~np.signbit(x),
+        "subnormal": (x != 0) & (np.abs(x) < tiny),
+        "max": x == big,
+        "-max": x == -big,
         "largest double-finite": np.abs(x) == big / 2,  # just below overflow: 2x is max
         "smallest double-overflow": np.abs(x) == 2.0 ** (fi.maxexp - 1),  # 2x is inf
         "ordinary": np.isfinite(x) & (np.abs(x) >= tiny) & (np.abs(x) <= big / 2),
@@ -170,8 +185,19 @@ def _float_targets(a: np.ndarray) -> set[str]:
     return {name for name, mask in kinds.items() if mask.any()}
 
 
-FLOAT_TARGETS = {"nan", "+inf", "-inf", "-0.0", "+0.0", "subnormal", "max", "-max",
-                 "largest double-finite", "smallest double-overflow", "ordinary"}
+FLOAT_TARGETS = {
+    "nan",
+    "+inf",
+    "-inf",
+    "-0.0",
+    "+0.0",
+    "subnormal",
+    "max",
+    "-max",
+    "largest double-finite",
+    "smallest double-overflow",
+    "ordinary",
+}
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -219,11 +245,21 @@ def test_special_floats_hold_the_values_their_docstring_promises(dtype: np.dtype
     assert len(set(bits.tolist())) == specials.size  # no duplicates
     fi = ml_dtypes.finfo(dtype) if dtype == BF16 else np.finfo(dtype)
     one_up = np.nextafter(np.float64(1), 2) if dtype == np.float64 else None
-    wanted = [0.0, np.inf, float(fi.max), float(fi.max) / 2, 2.0 ** (fi.maxexp - 1),
-              float(fi.smallest_normal), float(fi.smallest_subnormal), 3 * float(fi.smallest_subnormal),
-              float(fi.smallest_normal) - float(fi.smallest_subnormal),  # the largest subnormal
-              float(fi.smallest_normal) / 2,  # a subnormal whose double is normal
-              1.0, 1.5, float(one_up) if one_up is not None else 1.0 + float(fi.eps)]
+    wanted = [
+        0.0,
+        np.inf,
+        float(fi.max),
+        float(fi.max) / 2,
+        2.0 ** (fi.maxexp - 1),
+        float(fi.smallest_normal),
+        float(fi.smallest_subnormal),
+        3 * float(fi.smallest_subnormal),
+        float(fi.smallest_normal) - float(fi.smallest_subnormal),  # the largest subnormal
+        float(fi.smallest_normal) / 2,  # a subnormal whose double is normal
+        1.0,
+        1.5,
+        float(one_up) if one_up is not None else 1.0 + float(fi.eps),
+    ]
     with np.errstate(invalid="ignore"):  # NaN payloads of narrow types warn when cast
         values = specials.astype(np.float64)
     for w in wanted:
@@ -279,7 +315,8 @@ def test_seed_cases_call_with_float32_only_and_no_mesh() -> None:
 
 
 def test_indivisible_cases_have_a_data_axis_that_does_not_divide_the_length(
-        indivisible_cases: list[Case]) -> None:
+    indivisible_cases: list[Case],
+) -> None:
     cases = indivisible_cases
     for c in cases:
         size = int(c.mesh.shape["data"])
@@ -300,9 +337,17 @@ def test_placements_reach_every_kind() -> None:
         assert p[0] != "sharded" or len(p[1]) in (1, 7)
 
 
-@pytest.mark.parametrize("placement", [("numpy",), ("uncommitted",), ("device", 5),
-                                       ("sharded", (6, 1, 3, 0), "split"), ("sharded", (2, 7), "replicated")],
-                         ids=describe_placement)
+@pytest.mark.parametrize(
+    "placement",
+    [
+        ("numpy",),
+        ("uncommitted",),
+        ("device", 5),
+        ("sharded", (6, 1, 3, 0), "split"),
+        ("sharded", (2, 7), "replicated"),
+    ],
+    ids=describe_placement,
+)
 def test_make_input_puts_x_where_the_placement_says(placement: tuple[Any, ...]) -> None:
     values = np.arange(8, dtype=np.float32)
     x = make_input(Case(values, placement=placement))
@@ -382,8 +427,9 @@ def _assert_same_case(a: Case, b: Case) -> None:
     assert repr(b) == repr(a)
 
 
-def test_encode_decode_round_trips_drawn_cases_exactly(drawn_cases: list[Case],
-                                                      indivisible_cases: list[Case]) -> None:
+def test_encode_decode_round_trips_drawn_cases_exactly(
+    drawn_cases: list[Case], indivisible_cases: list[Case]
+) -> None:
     for case in drawn_cases + indivisible_cases:
         token = encode(case)
         assert re.fullmatch(r"[A-Za-z0-9_\-=]+", token)  # one shell word, no quoting needed
@@ -393,14 +439,21 @@ def test_encode_decode_round_trips_drawn_cases_exactly(drawn_cases: list[Case],
 def test_encode_decode_round_trips_wide_dtypes_odd_meshes_and_empty_vectors() -> None:
     nan_payload = np.array([0x7FF0000000000001, 0x8000000000000000, 0xFFF8000000000000], np.uint64)
     samples = [
-        Case(nan_payload.view(np.float64), make_mesh([5, 2, 7, 0], (2, 2), ("model", "data")), "mesh",
-             ("sharded", (3, 1), "replicated")),
+        Case(
+            nan_payload.view(np.float64),
+            make_mesh([5, 2, 7, 0], (2, 2), ("model", "data")),
+            "mesh",
+            ("sharded", (3, 1), "replicated"),
+        ),
         Case(nan_payload[:2].view(np.complex128), None, "none", ("device", 6)),
-        Case(np.array([1, -1, 2 ** 62], np.int64), make_mesh([7], (1,), ("data",)), "mesh", ("numpy",)),
+        Case(np.array([1, -1, 2**62], np.int64), make_mesh([7], (1,), ("data",)), "mesh", ("numpy",)),
         Case(np.zeros(0, BF16), None, "omit", ("uncommitted",)),
-        Case(np.array([0x8001, 0x7FC1], np.uint16).view(BF16), make_mesh(list(range(8)), (4, 2),
-                                                                       ("data", "model")), "mesh",
-             ("sharded", (7, 6, 5, 4, 3, 2, 1, 0), "split")),
+        Case(
+            np.array([0x8001, 0x7FC1], np.uint16).view(BF16),
+            make_mesh(list(range(8)), (4, 2), ("data", "model")),
+            "mesh",
+            ("sharded", (7, 6, 5, 4, 3, 2, 1, 0), "split"),
+        ),
         Case(np.array([-0.0, 1e-45], np.float32).astype(np.complex64), None, "omit", ("uncommitted",)),
     ]
     for case in samples:

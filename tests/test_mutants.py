@@ -30,9 +30,11 @@ def _known_checks() -> set[str]:
 
 
 def _report(run: Run) -> str:
-    return (f"{run.subject.kind}/{run.subject.name} ({run.subject.doc}), profile {run.profile}: "
-            f"exit {run.returncode}, statuses {run.statuses}\n--- output (tail) ---\n"
-            + "\n".join(run.output.splitlines()[-60:]))
+    return (
+        f"{run.subject.kind}/{run.subject.name} ({run.subject.doc}), profile {run.profile}: "
+        f"exit {run.returncode}, statuses {run.statuses}\n--- output (tail) ---\n"
+        + "\n".join(run.output.splitlines()[-60:])
+    )
 
 
 def test_the_catalogue_is_complete_and_well_formed() -> None:

@@ -38,7 +38,10 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
         jitted = jax.jit(lambda v: v + v, in_shardings=sharding, out_shardings=sharding)
         _executables[key] = jitted.lower(abstract).compile()
     # An executable takes its inputs in exactly its own layout.
-    if not (isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
-            and x.sharding.is_equivalent_to(sharding, 1)):
+    if not (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and x.sharding.is_equivalent_to(sharding, 1)
+    ):
         x = jax.device_put(x, sharding)
     return _executables[key](x)

@@ -16,8 +16,9 @@ P = PartitionSpec
 def _for_mesh(mesh: Mesh | None) -> tuple[Any, NamedSharding]:
     target = mesh if mesh is not None else Mesh(np.array(jax.devices()[:1]), ("data",))
     sharding = NamedSharding(target, P("data"))
-    per_shard = jax.shard_map(lambda block: block + block, mesh=target,
-                              in_specs=P("data"), out_specs=P("data"))
+    per_shard = jax.shard_map(
+        lambda block: block + block, mesh=target, in_specs=P("data"), out_specs=P("data")
+    )
     return jax.jit(per_shard, in_shardings=sharding, out_shardings=sharding), sharding
 
 

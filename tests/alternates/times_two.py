@@ -12,8 +12,9 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 @functools.cache
 def _target(mesh: Mesh | None) -> NamedSharding:
-    return NamedSharding(mesh if mesh is not None else Mesh(np.array(jax.devices()[:1]), ("data",)),
-                         PartitionSpec("data"))
+    return NamedSharding(
+        mesh if mesh is not None else Mesh(np.array(jax.devices()[:1]), ("data",)), PartitionSpec("data")
+    )
 
 
 @functools.cache
@@ -24,6 +25,8 @@ def _jitted(sharding: NamedSharding) -> Any:
 def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
     sharding = _target(mesh)
     if x.shape[0] % sharding.mesh.shape["data"]:
-        raise ValueError(f"pjit_double: {x.shape[0]} elements cannot be split evenly over "
-                         f"{sharding.mesh.shape['data']} devices of axis 'data'")
+        raise ValueError(
+            f"pjit_double: {x.shape[0]} elements cannot be split evenly over "
+            f"{sharding.mesh.shape['data']} devices of axis 'data'"
+        )
     return _jitted(sharding)(jax.device_put(x, sharding))

@@ -16,8 +16,9 @@ def pjit_double(x, *, mesh=None):
     if mesh not in _compiled:
         # The sum is a collective across the data axis: 0 * sum(x) changes no value but
         # makes every process's devices take part in each call.
-        _compiled[mesh] = jax.jit(lambda v: v + v + jnp.zeros_like(v) * jnp.sum(jnp.abs(v)),
-                                  in_shardings=s, out_shardings=s)
+        _compiled[mesh] = jax.jit(
+            lambda v: v + v + jnp.zeros_like(v) * jnp.sum(jnp.abs(v)), in_shardings=s, out_shardings=s
+        )
     if jax.process_index() == 0:
         return _compiled[mesh](x)
     return x  # process 1 skips the call: process 0 waits for it forever

@@ -17,6 +17,9 @@ def pjit_double(x, *, mesh=None):
         return result
     if s not in _off_by_one:
         spec = PartitionSpec("data")
-        _off_by_one[s] = jax.jit(lambda v: v + 1, in_shardings=NamedSharding(s.mesh, spec),
-                                 out_shardings=NamedSharding(s.mesh, spec))
+        _off_by_one[s] = jax.jit(
+            lambda v: v + 1,
+            in_shardings=NamedSharding(s.mesh, spec),
+            out_shardings=NamedSharding(s.mesh, spec),
+        )
     return _off_by_one[s](result)  # only this process's shards change

@@ -28,7 +28,6 @@ def _for_mesh(mesh: Mesh | None) -> tuple[Any, NamedSharding, int]:
     return entry
 
 
-
 def pjit_double(x: Any, *, mesh: Mesh | None = None) -> Any:
     fn, sharding, size = _for_mesh(mesh)
     n = x.shape[0]

@@ -34,8 +34,12 @@ def _for_mesh(mesh: Mesh | None) -> tuple[Any, NamedSharding, int]:
 
 def _placed(x: Any, sharding: NamedSharding) -> Any:
     """jit rejects committed arrays laid out differently: move those first."""
-    if (isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and x.committed
-            and not x.sharding.is_equivalent_to(sharding, 1)):
+    if (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and x.committed
+        and not x.sharding.is_equivalent_to(sharding, 1)
+    ):
         return jax.device_put(x, sharding)
     return x
 
