@@ -770,17 +770,23 @@ def inputs_placements(kit: Any, example: Case | _Group) -> None:
 )
 def compile_once(kit: Any, case: Case) -> None:
     again = dataclasses.replace(case, values=_flip_bits(case.values))
-    x_first, x_again = make_input(case), make_input(again)  # made before counting
-    kit.result(case, x_first)
-    _, outcome = kit.call(again, x_again)
-    if outcome.error is not None:
-        kit.fail_raised(again, outcome.error)
-    if outcome.compiles:
+    inputs = [make_input(case), make_input(again), make_input(case)]  # made before counting
+    kit.result(case, inputs[0])
+    # Two more calls, and only compiles in both count: a one-off compile in a warm
+    # call (a cache entry of JAX's own evicted with a garbage-collected object)
+    # is not the implementation's doing; recompiling on every call is.
+    compiles = []
+    for later, x in ((again, inputs[1]), (case, inputs[2])):
+        _, outcome = kit.call(later, x)
+        if outcome.error is not None:
+            kit.fail_raised(later, outcome.error)
+        compiles.append(outcome.compiles)
+    if all(compiles):
         kit.fail(
-            "the second call with the same shape, dtype and mesh compiled again",
+            "later calls with the same shape, dtype and mesh compiled again",
             again,
-            expected="0 backend compiles",
-            got=f"{outcome.compiles} backend compile(s)",
+            expected="0 backend compiles after the first call",
+            got=f"{compiles[0]} and {compiles[1]} backend compile(s) in the second and third calls",
             hint="build the jitted function once per mesh and reuse it; a new lambda or a new "
             "jax.jit(...) per call recompiles every time",
         )
