@@ -88,11 +88,13 @@ def test_list_checks_prints_every_id_with_its_contracts() -> None:
         assert ("seed+full" if len(check.contracts) == 2 else "full only") in lines[check_id]
 
 
-def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["-n0", "-n2"])
+def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path, workers: list[str]) -> None:
     xfail = tmp_path / "xfail.txt"
     xfail.write_text("# adopted before we support meshes\napi.mesh-keyword   no mesh= yet\n")
     done = run_kit(
         "conformance",
+        *workers,
         "--impl",
         SEED_SOLUTION,
         "--xfail-file",
