@@ -1,4 +1,4 @@
-"""Correct: the pre-0.4.31 API, jax.experimental.pjit.pjit, with its DeprecationWarning silenced."""
+"""Correct: the older jax.experimental.pjit.pjit API, with its DeprecationWarning silenced."""
 
 from __future__ import annotations
 
