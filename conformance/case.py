@@ -22,7 +22,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 MeshArg = Literal["omit", "none", "mesh"]
 
 # Where the input lives before the call:
-#   ("uncommitted",)                 jnp.asarray on the default device
+#   ("uncommitted",)                 on the default device, not committed to it
 #   ("numpy",)                       a NumPy array
 #   ("device", id)                   committed to one device
 #   ("sharded", (ids...), "split")   split over a 1-D mesh of those devices
@@ -83,7 +83,7 @@ def call_text(case: Case) -> str:
 def describe_placement(placement: Placement) -> str:
     kind = placement[0]
     if kind == "uncommitted":
-        return "uncommitted (jnp.asarray)"
+        return "uncommitted, on the default device (as jnp.asarray makes it)"
     if kind == "numpy":
         return "a NumPy array"
     if kind == "device":
@@ -114,7 +114,9 @@ def make_input(case: Case) -> Any:
     if kind == "numpy":
         return case.values.copy()
     if kind == "uncommitted":
-        return jnp.asarray(case.values)
+        # Not jnp.asarray: it converts through a jitted op, which compiles
+        # once per shape and dtype (~90 ms each, on the kit's clock).
+        return jax.device_put(case.values)
     by_id = {int(d.id): d for d in jax.devices()}
     if kind == "device":
         return jax.device_put(case.values, by_id[case.placement[1]])

@@ -15,6 +15,7 @@ table, ``--conformance-report`` files, exit status.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import sys
 import time
@@ -22,24 +23,48 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
-from conformance import devices, loader
+from conformance import devices, loader  # neither imports Hypothesis: see below
 from conformance.contract import Contract
+
+
+def _leave_hypothesis_unrewritten() -> None:
+    """Let Hypothesis's modules load as they are, not through pytest's assert rewriting.
+
+    pytest rewrites the asserts of every module in a distribution that has a
+    ``pytest11`` entry point, Hypothesis's ~90 included.  Where bytecode is not
+    written (PYTHONDONTWRITEBYTECODE) that is redone on every run: ~2 s of a
+    ~30 s suite.  Hypothesis's internal asserts carry no verdict; a pytest
+    without this (private) attribute is left as it is.
+    """
+    for finder in sys.meta_path:
+        marked = getattr(finder, "_must_rewrite", None)
+        if isinstance(marked, set) and "hypothesis" in marked and "hypothesis" not in sys.modules:
+            marked.discard("hypothesis")
+            getattr(finder, "_marked_for_rewrite_cache", {}).clear()
+
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 KIT_KEY = pytest.StashKey[Any]()
 REPORT_KEY = pytest.StashKey[Any]()
 XFAIL_KEY = pytest.StashKey[dict[str, str]]()
 
-# Hypothesis's own --hypothesis-profile must find the kit's profile names; the
-# kit's settings for them live in kit.PROFILES.  A project's own profile of
-# the same name is left alone.
-for _name in ("ci", "thorough"):
-    try:
-        settings.get_profile(_name)
-    except Exception:  # noqa: BLE001 -- InvalidArgument: not registered yet
-        settings.register_profile(_name, deadline=None)
+
+def _register_profiles() -> None:
+    """Hypothesis's own --hypothesis-profile must find the kit's profile names;
+    the kit's settings for them live in kit.PROFILES.  A project's own profile
+    of the same name is left alone."""
+    from hypothesis import settings
+
+    for name in ("ci", "thorough"):
+        try:
+            settings.get_profile(name)
+        except Exception:  # noqa: BLE001 -- InvalidArgument: not registered yet
+            settings.register_profile(name, deadline=None)
+
+
+_leave_hypothesis_unrewritten()
+_register_profiles()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -203,6 +228,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except loader.ImplSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
     contract = Contract(config.getoption("--contract"))
+    from hypothesis import settings
+
     profile = settings.get_current_profile_name()
     timeout = config.getoption("--call-timeout")
     cluster = None
@@ -231,6 +258,10 @@ def pytest_configure(config: pytest.Config) -> None:
         devices=len(devices.jax.devices()),
     )  # in a cluster: every process's devices
     config.stash[REPORT_KEY].duration = -time.perf_counter()
+    # JAX, XLA's bindings and the implementation make a large heap that lives
+    # as long as the run: keep it out of every later garbage collection.
+    gc.collect()
+    gc.freeze()
 
 
 def _check_id(item: Any) -> str | None:
@@ -316,6 +347,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _CONFIG["exitstatus"] = exitstatus  # type: ignore[assignment]
+    if KIT_KEY in session.config.stash:
+        # pytest's unraisable-exception plug-in collects five times at exit,
+        # ~0.3 s each over this heap; what the checks made is done with.
+        gc.collect()
+        gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)
