@@ -9,9 +9,11 @@ data flows from ``--impl`` to a verdict:
 * ``strategies``  -- Hypothesis strategies for lengths, values, dtypes, meshes
 * ``contract``    -- the target layout and the dtype domain of each contract
 * ``calls``       -- calls the implementation (timeouts, compile counting)
+* ``pool``        -- one call per distinct input, shared by every check that judges it
 * ``oracle``      -- the value oracle (what "doubled" means bit for bit)
 * ``jit_probe``   -- finds the jit equation and its shardings in a jaxpr
-* ``checks``      -- the registry of checks, each with a stable ID
+* ``checks``      -- the checks, registered in ``registry`` under stable IDs
+* ``kit``         -- runs one check under Hypothesis: gates, profiles, replays
 * ``report``      -- failure messages, the Markdown table and the JSON report
 * ``plugin``      -- the pytest plug-in that wires the above together
 """

@@ -35,6 +35,19 @@ def global_state() -> dict[str, str]:
     return state
 
 
+def finished(result: Any) -> Any:
+    """``result``, once every array in it is computed.
+
+    jit returns before its computation ends; a call is over only when that
+    has ended too.  So the call's time is the implementation's, a computation
+    that never ends (a collective some device never joins) hangs the call
+    under its timeout rather than the kit's next look at the result, and an
+    error raised while computing is the call's error.  Nothing is left in
+    flight when the kit moves on and drops the call's arrays.
+    """
+    return jax.block_until_ready(result)
+
+
 class ImplementationHung(BaseException):
     """A call did not return within --call-timeout.
 

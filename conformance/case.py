@@ -107,23 +107,27 @@ def make_input(case: Case) -> Any:
         sharding = target_sharding(case.mesh)
         if case.n % data_axis_size(case.mesh):  # no such layout: replicate over every device
             sharding = NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec())
-        return jax.make_array_from_callback(
-            values.shape, sharding, lambda index: values[index], dtype=values.dtype
+        return jax.make_array_from_callback(  # copies: see below
+            values.shape, sharding, lambda index: values[index].copy(), dtype=values.dtype
         )
+    # A copy each time: on CPU, device_put may make the host array's memory
+    # the device buffer itself, and the case's values are kept and shared by
+    # later checks (pool.py), so no call may get hold of them.  And not
+    # jnp.asarray for the uncommitted input: it converts through a jitted op,
+    # which compiles once per shape and dtype.
+    host = case.values.copy()
     kind = case.placement[0]
     if kind == "numpy":
-        return case.values.copy()
+        return host
     if kind == "uncommitted":
-        # Not jnp.asarray: it converts through a jitted op, which compiles
-        # once per shape and dtype (~90 ms each, on the kit's clock).
-        return jax.device_put(case.values)
+        return jax.device_put(host)
     by_id = {int(d.id): d for d in jax.devices()}
     if kind == "device":
-        return jax.device_put(case.values, by_id[case.placement[1]])
+        return jax.device_put(host, by_id[case.placement[1]])
     ids = list(case.placement[1])
     mesh = make_mesh(ids, (len(ids),), ("p",))
     spec = PartitionSpec("p") if case.placement[2] == "split" else PartitionSpec()
-    return jax.device_put(case.values, NamedSharding(mesh, spec))
+    return jax.device_put(host, NamedSharding(mesh, spec))
 
 
 def encode(case: Case) -> str:

@@ -265,6 +265,7 @@ class _Group:
     input, so that a defect of one dtype or one kind of input cannot hide in the draw."""
 
     cases: tuple[Case, ...]
+    family: str  # the strategy that made it: checks of one family share their groups
 
     def describe(self) -> str:
         return "; ".join(c.describe() for c in self.cases)
@@ -285,13 +286,12 @@ def _edges(dtype: np.dtype) -> np.ndarray:
     return np.array(sorted(e for e in edges if info.min <= e <= info.max), dtype=dtype)
 
 
-def _in_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Values of ``dtype`` made from the bits of ``values``.
+def _in_dtype(values: np.ndarray, dtype: np.dtype, n: int) -> np.ndarray:
+    """``n`` values of ``dtype`` made from the bits of ``values``.
 
     Its bytes, repeated as needed; every other element is replaced by an edge
     value of ``dtype``, in turn, from a starting point the bits choose.
     """
-    n = values.shape[0]
     raw = np.resize(values.view(np.uint8), n * dtype.itemsize) if n else np.zeros(0, np.uint8)
     out = raw.view(dtype).copy()
     edges = _edges(dtype)
@@ -300,19 +300,30 @@ def _in_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out
 
 
+def _neighbour_length(n: int, step: int, size: int) -> int:
+    """The ``step``-th length after ``n`` that ``size`` divides (before it, past the longest)."""
+    after = n + step * size
+    return after if after <= cst.MAX_LENGTH else max(0, n - step * size)
+
+
 def _every_dtype(contract: Contract) -> st.SearchStrategy[_Group]:
     """A drawn case, and the same call for every other dtype of the domain.
 
     The other dtypes' values are made from the drawn values' bits and the
     dtype's edge values, so Hypothesis draws and shrinks one vector only.
+    Each other dtype gets the next length the data axis divides (n + size,
+    n + 2 * size, ...): every dtype compiles anyway, so a length of its own
+    costs nothing and reaches more lengths, near the drawn (often boundary) one.
     """
     domain = dtypes_in_domain(contract, x64=bool(jax.config.read("jax_enable_x64")))
 
     def all_dtypes(case: Case) -> _Group:
+        size = data_axis_size(case.mesh)
         others = [
-            dataclasses.replace(case, values=_in_dtype(case.values, d)) for d in domain if d != case.dtype
+            dataclasses.replace(case, values=_in_dtype(case.values, d, _neighbour_length(case.n, i, size)))
+            for i, d in enumerate((d for d in domain if d != case.dtype), start=1)
         ]
-        return _Group((case, *others))
+        return _Group((case, *others), "every-dtype")
 
     return cst.cases(contract=contract).map(all_dtypes)
 
@@ -340,16 +351,63 @@ def _every_placement(contract: Contract) -> st.SearchStrategy[_Group]:
         elif case.mesh.devices.ndim == 1:
             variants.append(("sharded", tuple(int(d.id) for d in case.mesh.devices), "split"))
         others = [dataclasses.replace(case, placement=p) for p in variants if p != case.placement]
-        return _Group((case, *others))
+        return _Group((case, *others), "every-placement")
 
     if contract is Contract.SEED:  # the seed's x is an uncommitted array
-        return cst.cases(contract=contract).map(lambda case: _Group((case,)))
+        return cst.cases(contract=contract).map(lambda case: _Group((case,), "every-placement"))
     return cst.cases(contract=contract, any_placement=True).map(all_placements)
 
 
 def _each(case: Case | _Group) -> tuple[Case, ...]:
     """The cases of one example (a ``--case`` replay brings a single one)."""
     return case.cases if isinstance(case, _Group) else (case,)
+
+
+# ---------------------------------------------------------------------------
+# Which earlier examples a check may judge too (pool.py): those its own
+# strategy could have drawn, so that every check still sees only its domain.
+
+
+def _plain(example: Any, _: Contract) -> bool:
+    """A single case, x uncommitted, a length the data axis divides."""
+    return (
+        isinstance(example, Case)
+        and example.placement == UNCOMMITTED
+        and example.n % data_axis_size(example.mesh) == 0
+    )
+
+
+def _plain_float32(example: Any, contract: Contract) -> bool:
+    return _plain(example, contract) and example.dtype == np.dtype("float32")
+
+
+def _plain_default_mesh(example: Any, contract: Contract) -> bool:
+    return _plain(example, contract) and example.mesh_arg != "mesh"
+
+
+def _plain_explicit_mesh(example: Any, contract: Contract) -> bool:
+    return _plain(example, contract) and example.mesh_arg == "mesh"
+
+
+def _plain_split_2d(example: Any, contract: Contract) -> bool:
+    """What _divisible_2d draws: a 2-D mesh with both axes of 2+ devices (full), float32 (seed)."""
+    if contract is Contract.SEED:
+        return _plain_float32(example, contract)
+    mesh = example.mesh if isinstance(example, Case) else None
+    split = mesh is not None and mesh.devices.ndim == 2 and min(mesh.devices.shape) >= 2
+    return _plain(example, contract) and split
+
+
+def _divisible(example: Any, _: Contract) -> bool:
+    """A single case, x anywhere, a length the data axis divides."""
+    return isinstance(example, Case) and example.n % data_axis_size(example.mesh) == 0
+
+
+def _family(name: str) -> Any:
+    def reuse(example: Any, _: Contract) -> bool:
+        return isinstance(example, _Group) and example.family == name
+
+    return reuse
 
 
 # ---------------------------------------------------------------------------
@@ -393,9 +451,9 @@ def api_mesh_keyword(kit: Any, _: Case | None) -> None:
 # Result type, dtype, values
 
 
-@check("result.type", "the result is a jax.Array of shape (n,)", strategy=_any, examples=0.5)
+@check("result.type", "the result is a jax.Array of shape (n,)", strategy=_any, examples=0.5, reuse=_plain)
 def result_type(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
+    _, result = kit.result(case, shared=True)
     _require_array(kit, case, result)
     if result.shape != (case.n,):
         kit.fail(
@@ -407,10 +465,16 @@ def result_type(kit: Any, case: Case) -> None:
         )
 
 
-@check("dtype.preserved", "the result has the input's dtype", strategy=_every_dtype, examples=0.17)
+@check(
+    "dtype.preserved",
+    "the result has the input's dtype",
+    strategy=_every_dtype,
+    examples=0.17,
+    reuse=_family("every-dtype"),
+)
 def dtype_preserved(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
-        _, result = kit.result(case)
+        _, result = kit.result(case, shared=True)
         got = np.dtype(result.dtype if hasattr(result, "dtype") else np.asarray(result).dtype)
         if got != case.dtype:
             hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
@@ -433,9 +497,10 @@ def dtype_preserved(kit: Any, example: Case | _Group) -> None:
     "float32 values are doubled exactly (specials, all lengths)",
     strategy=_float32,
     examples=2,
+    reuse=_plain_float32,
 )
 def values_float32(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
+    _, result = kit.result(case, shared=True)
     _check_values(kit, case, result)
 
 
@@ -445,10 +510,11 @@ def values_float32(kit: Any, case: Case) -> None:
     contracts=FULL_ONLY,
     strategy=_every_dtype,
     examples=0.34,
+    reuse=_family("every-dtype"),
 )
 def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
-        _, result = kit.result(case)
+        _, result = kit.result(case, shared=True)
         _check_values(kit, case, result)
 
 
@@ -460,9 +526,10 @@ def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
     "layout.default-device",
     "without a mesh the result lies on the first device, P('data')",
     strategy=_default_mesh,
+    reuse=_plain_default_mesh,
 )
 def layout_default_device(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
+    _, result = kit.result(case, shared=True)
     _check_layout(kit, case, result)
 
 
@@ -471,22 +538,28 @@ def layout_default_device(kit: Any, case: Case) -> None:
     "with a mesh the result is NamedSharding(mesh, P('data'))",
     contracts=FULL_ONLY,
     strategy=_explicit_mesh,
+    reuse=_plain_explicit_mesh,
 )
 def layout_mesh(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
+    _, result = kit.result(case, shared=True)
     _check_layout(kit, case, result)
     if case.mesh is not None and case.mesh.devices.ndim == 2:
         # The same devices with the axes the other way round: 'data' may be
         # in either position, and the layout must follow it there too.
         swapped = Mesh(case.mesh.devices.T, tuple(reversed(case.mesh.axis_names)))
         other = dataclasses.replace(case, mesh=swapped)
-        _, result = kit.result(other)
+        _, result = kit.result(other, shared=True)
         _check_layout(kit, other, result)
 
 
-@check("layout.shards", "each addressable shard lies on its device and covers its index range", strategy=_any)
+@check(
+    "layout.shards",
+    "each addressable shard lies on its device and covers its index range",
+    strategy=_any,
+    reuse=_plain,
+)
 def layout_shards(kit: Any, case: Case) -> None:
-    _, result = kit.result(case)
+    _, result = kit.result(case, shared=True)
     _require_array(kit, case, result)
     got, want = _shard_map(result), _target_shards(case)
     if got != want:
@@ -539,9 +612,11 @@ def divisibility_error(kit: Any, case: Case) -> None:
     "divisibility.no-false-error",
     "lengths the data axis divides never raise (only 'data' counts)",
     strategy=_divisible_2d,
+    reuse=_plain_split_2d,
 )
 def divisibility_no_false_error(kit: Any, case: Case) -> None:
-    kit.result(case)  # an exception here fails with the divisibility hint; the values are values.*'s
+    # An exception here fails with the divisibility hint; the values are values.*'s.
+    kit.result(case, shared=True)
 
 
 # ---------------------------------------------------------------------------
@@ -574,7 +649,8 @@ def jit_shardings(kit: Any, case: Case) -> None:
         # It looks at concrete values (x.committed, np.asarray): watch a real call instead.
         x = make_input(case)
         watched = kit.runner.run(
-            "calling pjit_double while watching jax.jit", lambda: jit_probe.observe(impl, x, **kwargs)
+            "calling pjit_double while watching jax.jit",
+            lambda: calls.finished(jit_probe.observe(impl, x, **kwargs)),
         )
         if watched.error is not None:
             kit.fail_raised(case, watched.error)
@@ -630,10 +706,11 @@ def jit_shardings(kit: Any, case: Case) -> None:
     "the caller's x is neither deleted nor changed",
     strategy=_every_placement,
     examples=0.5,
+    reuse=_family("every-placement"),
 )
 def hygiene_input_intact(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
-        x, _ = kit.call(case)  # x must be intact whether the call returns or raises
+        x, _ = kit.call(case, shared=True)  # x must be intact whether the call returns or raises
         _assert_intact(kit, case, x)
 
 
@@ -647,7 +724,16 @@ def _other_mesh(case: Case) -> Mesh:
     )
 
 
-@check("hygiene.no-stale-results", "later calls never get an earlier call's result back", strategy=_any)
+# Calls in sequence: these checks make their own calls, on earlier checks' inputs
+# as well (warm, so that only the calls that differ compile).
+
+
+@check(
+    "hygiene.no-stale-results",
+    "later calls never get an earlier call's result back",
+    strategy=_any,
+    reuse=_plain,
+)
 def hygiene_no_stale_results(kit: Any, case: Case) -> None:
     follow_ups = [dataclasses.replace(case, values=_flip_bits(case.values))]  # same shape/dtype/mesh
     if kit.contract is Contract.FULL:
@@ -719,6 +805,7 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     "a call leaves JAX's configuration and mesh context as it found them",
     strategy=_any,
     examples=0.5,
+    reuse=_plain,
 )
 def hygiene_global_state(kit: Any, case: Case) -> None:
     before = kit.runner.run("reading JAX's configuration", calls.global_state).result
@@ -764,6 +851,7 @@ def hygiene_global_state(kit: Any, case: Case) -> None:
     contracts=FULL_ONLY,
     strategy=_every_placement,
     examples=0.5,
+    reuse=_family("every-placement"),
 )
 def inputs_placements(kit: Any, example: Case | _Group) -> None:
     # Judged against the same call with an uncommitted x: what goes wrong for
@@ -772,14 +860,14 @@ def inputs_placements(kit: Any, example: Case | _Group) -> None:
     base = next((c for c in cases if c.placement == UNCOMMITTED and len(cases) > 1), None)
     base_right = True
     if base is not None:
-        _, outcome = kit.call(base)
+        _, outcome = kit.call(base, shared=True)
         if outcome.error is not None:
             return  # it raises for the plainest input too: not about placements
         base_right = _is_right(base, outcome.result)
     for case in cases:
         if case is base:
             continue
-        _, result = kit.result(case)  # raising for this kind of input fails the check
+        _, result = kit.result(case, shared=True)  # raising for this kind of input fails the check
         if base_right:
             _check_values(kit, case, result)
             _check_layout(kit, case, result)
@@ -791,6 +879,7 @@ def inputs_placements(kit: Any, example: Case | _Group) -> None:
     contracts=FULL_ONLY,
     strategy=_placed,
     examples=0.5,
+    reuse=_divisible,
 )
 def compile_once(kit: Any, case: Case) -> None:
     again = dataclasses.replace(case, values=_flip_bits(case.values))

@@ -18,10 +18,11 @@ from typing import Any, NoReturn
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conformance.calls import ImplementationHung, Outcome, Runner
+from conformance.calls import ImplementationHung, Outcome, Runner, finished
 from conformance.case import Case, call_text, decode, encode, make_input
 from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
+from conformance.pool import Pool
 from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
 
 # Compiles make examples slow and uneven: no deadline, no too_slow health check.
@@ -53,6 +54,7 @@ class CheckRecord:
     seconds: float = 0.0
     counterexample: str | None = None
     inconclusive: str | None = None
+    reused: int = 0  # examples drawn from earlier checks' examples
     calls: int = 0  # calls of the implementation made by this check
     compiles: int = 0  # backend compiles during those calls
     seconds_in_impl: float = 0.0
@@ -71,17 +73,25 @@ class Kit:
     records: dict[str, CheckRecord] = field(default_factory=dict)
     check_id: str = ""
     cluster: Cluster | None = None  # set in --distributed runs
+    pool: Pool = field(default_factory=Pool)
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
     # -- calling the implementation ------------------------------------------------
-    def call(self, case: Case, x: Any = None) -> tuple[Any, Outcome]:
-        """Call the implementation on ``case`` (or on the given ``x``)."""
+    def call(self, case: Case, x: Any = None, *, shared: bool = False) -> tuple[Any, Outcome]:
+        """Call the implementation on ``case`` (or on the given ``x``).
+
+        ``shared=True``: one call per distinct input in the session, whichever
+        check asks first (see pool.py); for checks that judge a call on its own.
+        """
+        if shared and x is None:
+            x, outcome, _ = self.pool.observe(case, self.call)
+            return x, outcome
         if x is None:
             x = make_input(case)
         kwargs = case.mesh_kwargs()
         impl = self.impl
         try:
-            return x, self.runner.run(call_text(case), lambda: impl(x, **kwargs))
+            return x, self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
         except ImplementationHung as hung:
             try:
                 self.fail(
@@ -94,9 +104,9 @@ class Kit:
             except CheckFailure as failure:
                 raise ImplementationHung(str(failure)) from None
 
-    def result(self, case: Case, x: Any = None) -> tuple[Any, Any]:
+    def result(self, case: Case, x: Any = None, *, shared: bool = False) -> tuple[Any, Any]:
         """``(x, result)``; an exception from the implementation fails the check."""
-        x, outcome = self.call(case, x)
+        x, outcome = self.call(case, x, shared=shared)
         if outcome.error is not None:
             self.fail_raised(case, outcome.error)
         return x, outcome.result
@@ -263,20 +273,27 @@ class Kit:
         if self.cluster is not None:  # every process must draw the same examples
             options.update(derandomize=True, database=None)
         inconclusive: list[str] = []
+        strategy = check.strategy(self.contract)
+        if check.reuse is not None:
+            reuse = check.reuse
+            strategy = self.pool.widen(strategy, lambda example: reuse(example, self.contract))
 
         def run_example(case: Case) -> None:
             record.examples += 1
+            record.reused += self.pool.is_earlier(case)
             try:
                 why = self._step(case, lambda: check.body(self, case))
             except CheckFailure:
                 record.counterexample = repr(case)
                 raise
+            finally:
+                self.pool.remember(case)
             if why is not None:
                 inconclusive.append(why)
 
         # A distinct name per check gives each its own derandomized seed.
         run_example.__name__ = run_example.__qualname__ = f"check_{zlib.crc32(check_id.encode())}"
-        given(check.strategy(self.contract))(settings(**options)(run_example))()
+        given(strategy)(settings(**options)(run_example))()
         if inconclusive:
             record.inconclusive = inconclusive[0]
             pytest.skip(f"inconclusive: {inconclusive[0]}")

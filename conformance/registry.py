@@ -3,7 +3,8 @@
 IDs never change once released: CI configurations, ``--xfail-file`` lines
 and reports refer to them.  A check is a function ``body(kit, case)`` that
 raises ``CheckFailure`` when the implementation breaks the contract, and a
-strategy that draws its cases (``None`` for checks that run once).  Gate
+strategy that draws its cases (``None`` for checks that run once), and
+which earlier checks' examples it may judge too (``reuse``).  Gate
 checks run first; when a gate fails, the checks behind it are skipped
 instead of repeating the same failure many times.
 """
@@ -42,6 +43,8 @@ class Check:
     strategy: Callable[[Contract], SearchStrategy[Any]] | None
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
+    # Which examples of earlier checks this one may draw as well (see pool.py).
+    reuse: Callable[[Any, Contract], bool] | None = None
 
 
 CHECKS: dict[str, Check] = {}
@@ -55,13 +58,14 @@ def check(
     strategy: Callable[[Contract], SearchStrategy[Any]] | None = None,
     gate: bool = False,
     examples: float = 1.0,
+    reuse: Callable[[Any, Contract], bool] | None = None,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
 
     def register(body: Callable[..., None]) -> Callable[..., None]:
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
-        CHECKS[id] = Check(id, title, contracts, body, strategy, gate, examples)
+        CHECKS[id] = Check(id, title, contracts, body, strategy, gate, examples, reuse)
         return body
 
     return register

@@ -30,6 +30,7 @@ class CheckResult:
     message: str = ""
     counterexample: str | None = None
     examples: int = 0
+    reused: int = 0  # of the examples, those drawn from earlier checks' (see pool.py)
     seconds: float = 0.0
     calls: int = 0
     compiles: int = 0
@@ -93,7 +94,7 @@ def to_json(report: Report) -> dict[str, Any]:
 
     totals = {
         k: sum(getattr(r, k) for r in report.results.values())
-        for k in ("examples", "calls", "compiles", "seconds_in_impl")
+        for k in ("examples", "reused", "calls", "compiles", "seconds_in_impl")
     }
     return {
         "schema_version": SCHEMA_VERSION,
@@ -125,6 +126,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 "message": r.message,
                 "counterexample": r.counterexample,
                 "examples": r.examples,
+                "reused": r.reused,
                 "seconds": round(r.seconds, 3),
                 "calls": r.calls,
                 "compiles": r.compiles,
@@ -140,13 +142,12 @@ def markdown(report: Report) -> str:
         f"**pjit_double conformance: {verdict}** -- `{report.spec}`, contract `{report.contract}`, "
         f"profile `{report.profile}`, {report.devices} devices",
         "",
-        "| check | status | examples | calls | compiles | time |",
-        "|---|---|---:|---:|---:|---:|",
+        "| check | status | examples | reused | calls | compiles | time |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in report.ordered():
-        lines.append(
-            f"| `{r.id}` | {r.status} | {r.examples} | {r.calls} | {r.compiles} | {r.seconds:.2f} s |"
-        )
+        counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
+        lines.append(f"| `{r.id}` | {r.status} | {counts} | {r.seconds:.2f} s |")
     return "\n".join(lines) + "\n"
 
 
@@ -155,7 +156,8 @@ def timing_summary(report: Report) -> str:
     in_impl = sum(r.seconds_in_impl for r in results)
     in_checks = sum(r.seconds for r in results)
     return (
-        f"{sum(r.examples for r in results)} examples, {sum(r.calls for r in results)} implementation "
+        f"{sum(r.examples for r in results)} examples ({sum(r.reused for r in results)} drawn from earlier "
+        f"checks'), {sum(r.calls for r in results)} implementation "
         f"calls, {sum(r.compiles for r in results)} backend compiles; {in_impl:.1f} s in the "
         f"implementation, {max(0.0, in_checks - in_impl):.1f} s in the kit, {report.duration:.1f} s wall"
     )
