@@ -47,7 +47,12 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
         raise ValueError(
             f"pjit_double: length {n} is not divisible by the size {size} of the mesh's {DATA_AXIS!r} axis"
         )
-    if getattr(x, "committed", False) and x.sharding is not sharding and x.sharding != sharding:
+    if (
+        not isinstance(x, jax.core.Tracer)  # traced (make_jaxpr, an outer jit): jit places it
+        and getattr(x, "committed", False)
+        and x.sharding is not sharding
+        and x.sharding != sharding
+    ):
         # A committed input in another layout is placed explicitly, never left
         # to jit: jit refuses some such inputs, and in JAX 0.10.2 it accepts an
         # input split over as many other devices (or the same ones in another
