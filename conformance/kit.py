@@ -33,7 +33,7 @@ _QUIET = [
     HealthCheck.large_base_example,
 ]
 PROFILES: dict[str, dict[str, Any]] = {
-    "default": dict(max_examples=12, deadline=None, suppress_health_check=_QUIET),
+    "default": dict(max_examples=16, deadline=None, suppress_health_check=_QUIET),
     "ci": dict(
         max_examples=12,
         deadline=None,
