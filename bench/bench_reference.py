@@ -10,8 +10,8 @@ For n = 16, 2^12, 2^20, 2^24 (float32) on the default mesh and on an
 * ``exercise``  -- the exercise's own shape: a new mesh, sharding and jit per call
 * ``numpy``     -- NumPy's ``2 * x`` on a host array
 
-Rounds interleave the contenders so that drift on a shared machine hits
-them alike; each figure is the median over rounds of the mean call time in
+Rounds interleave the contenders, in a shuffled order, so that drift on a
+shared machine hits them alike; each figure is the median over rounds of the mean call time in
 a round.  Ratios are to ``prebuilt``.  The input is committed with the target
 layout, as a caller that reuses results would hold it.
 
@@ -26,6 +26,7 @@ floor), that goal is marked out of reach rather than missed.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
@@ -72,17 +73,22 @@ def measure(n: int, mesh: Mesh | None, rounds: int) -> dict[str, float]:
         "exercise": lambda: exercise_style(x, mesh),
         "numpy": lambda: 2 * host,
     }
-    # Calls per round: enough to take ~20 ms, at most 2000 (the exercise's compiles cap it low).
+    # Calls per round: enough to take ~50 ms, at least 3 (a single 20 ms call is a noisy
+    # sample) and at most 2000; the exercise, which compiles every call, gets 3.
     calls = {}
     for name, fn in contenders.items():
         jax.block_until_ready(fn())  # compile and warm up
         one = per_call(fn, 1)
-        calls[name] = max(1, min(2000, int(0.02 / max(one, 1e-7))))
+        calls[name] = max(3, min(2000, int(0.05 / max(one, 1e-7))))
         if name == "exercise":
             calls[name] = min(calls[name], 3)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
+    order = list(contenders)
+    shuffle = random.Random(n).shuffle
     for _ in range(rounds):
-        for name, fn in contenders.items():
+        shuffle(order)  # no contender always runs right after the exercise's compiles
+        for name in order:
+            fn = contenders[name]
             samples[name].append(per_call(fn, calls[name]))
     return {name: statistics.median(values) for name, values in samples.items()}
 
