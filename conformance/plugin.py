@@ -284,6 +284,8 @@ _XDIST_FIRST_GROUP = frozenset(
         "values.all-dtypes",
         "layout.default-device",
         "layout.shards",
+        "hygiene.global-state",  # these two call again on inputs earlier checks ran:
+        "compile.once",  # the first group's are as good, and it has the lighter load
     }
 )
 
