@@ -35,7 +35,7 @@ _QUIET = [
 PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(max_examples=16, deadline=None, suppress_health_check=_QUIET),
     "ci": dict(
-        max_examples=12,
+        max_examples=16,
         deadline=None,
         suppress_health_check=_QUIET,
         derandomize=True,
