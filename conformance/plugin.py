@@ -35,7 +35,9 @@ def _leave_hypothesis_unrewritten() -> None:
     ``pytest11`` entry point, Hypothesis's ~90 included.  Where bytecode is not
     written (PYTHONDONTWRITEBYTECODE) that is redone on every run: ~2 s of a
     ~30 s suite.  Hypothesis's internal asserts carry no verdict; a pytest
-    without this (private) attribute is left as it is.
+    without this (private) attribute is left as it is.  This happens wherever
+    the plug-in is installed; in other runs its only effect is plain messages
+    from an assert that fails inside Hypothesis itself.
     """
     for finder in sys.meta_path:
         marked = getattr(finder, "_must_rewrite", None)
