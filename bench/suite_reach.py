@@ -49,6 +49,7 @@ def _record_run(out_path: str, pytest_args: list[str]) -> int:
     special_totals: dict[str, int] = {}
     original = kit_module.Kit.call
 
+    # Keys made here, not with conformance.pool.key: older checkouts have no pool.
     def call(self: Any, case: Any, *args: Any, **kwargs: Any) -> Any:
         mesh = case.mesh
         where = None if mesh is None else (tuple(int(d.id) for d in mesh.devices.flat), mesh.devices.shape)

@@ -60,7 +60,7 @@ class Pool:
 
     def remember(self, example: Any) -> None:
         """Offer ``example`` (a Case or a group of them) to later checks."""
-        k = key(example) if isinstance(example, Case) else ("example", id(example))
+        k = _example_key(example)
         if k not in self._keys:
             self._keys.add(k)
             self.examples.append(example)
@@ -73,6 +73,9 @@ class Pool:
         return st.one_of(fresh, st.sampled_from(earlier))
 
     def is_earlier(self, example: Any) -> bool:
-        if isinstance(example, Case):
-            return key(example) in self._keys
-        return ("example", id(example)) in self._keys
+        return _example_key(example) in self._keys
+
+
+def _example_key(example: Any) -> tuple[Any, ...]:
+    """Cases by what a call sees; groups by identity (the pool keeps them alive)."""
+    return key(example) if isinstance(example, Case) else ("example", id(example))
