@@ -150,6 +150,10 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
         print_checks()
         return 0
+    if _targets_kit(config):
+        from conformance import options
+
+        options.validate(config)
     return None
 
 
