@@ -19,11 +19,26 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conformance.calls import ImplementationHung, Outcome, Runner, finished
-from conformance.case import Case, call_text, decode, encode, make_input
+from conformance.case import UNCOMMITTED, Case, call_text, decode, describe_placement, encode, make_input
 from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.pool import Pool
 from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
+from conformance.supervise import CallLog
+from conformance.verdict import CheckVerdict, Status
+
+
+def _one_line(text: str, limit: int = 600) -> str:
+    """The first line of ``text``; a long one ends at a sentence or word boundary, marked, never mid-word."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]
+    end = max(cut.rfind(". "), cut.rfind("; "))
+    if end < limit // 2:
+        end = cut.rfind(" ")
+    return cut[: end + 1].rstrip() + " [...]"
+
 
 # Compiles make examples slow and uneven: no deadline, no too_slow health check.
 _QUIET = [
@@ -47,21 +62,6 @@ PROFILES: dict[str, dict[str, Any]] = {
 
 
 @dataclass
-class CheckRecord:
-    """What the report needs from one check beyond pass/fail."""
-
-    examples: int = 0
-    seconds: float = 0.0
-    counterexample: str | None = None
-    inconclusive: str | None = None
-    reused: int = 0  # examples drawn from earlier checks' examples
-    calls: int = 0  # calls of the implementation made by this check
-    compiles: int = 0  # backend compiles during those calls
-    seconds_in_impl: float = 0.0
-    message: str = ""
-
-
-@dataclass
 class Kit:
     impl: Callable[..., Any]
     spec: str
@@ -70,10 +70,13 @@ class Kit:
     runner: Runner
     profile: str = "default"
     replay: str | None = None  # a --case token
-    records: dict[str, CheckRecord] = field(default_factory=dict)
+    records: dict[str, CheckVerdict] = field(default_factory=dict)
     check_id: str = ""
     cluster: Cluster | None = None  # set in --distributed runs
     pool: Pool = field(default_factory=Pool)
+    user_timeout: float | None = None  # --call-timeout, when the runner's limit differs from it
+    call_log: CallLog | None = None  # set when a supervisor watches this process (supervise.py)
+    crashed_gates: dict[str, str] = field(default_factory=dict)  # gates whose process died earlier
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
     # -- calling the implementation ------------------------------------------------
@@ -90,6 +93,9 @@ class Kit:
             x = make_input(case)
         kwargs = case.mesh_kwargs()
         impl = self.impl
+        log = self.call_log
+        if log is not None:
+            log.begin(self.check_id, case.describe(), self.rerun_command(case), self.call_timeout)
         try:
             return x, self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
         except ImplementationHung as hung:
@@ -103,6 +109,14 @@ class Kit:
                 )
             except CheckFailure as failure:
                 raise ImplementationHung(str(failure)) from None
+        finally:
+            if log is not None:
+                log.end(self.check_id)
+
+    @property
+    def call_timeout(self) -> float:
+        """--call-timeout: under supervision the watchdog enforces it, the runner's limit is a fallback."""
+        return self.user_timeout if self.user_timeout is not None else self.runner.timeout
 
     def result(self, case: Case, x: Any = None, *, shared: bool = False) -> tuple[Any, Any]:
         """``(x, result)``; an exception from the implementation fails the check."""
@@ -112,11 +126,21 @@ class Kit:
         return x, outcome.result
 
     def fail_raised(self, case: Case, error: BaseException) -> NoReturn:
-        text = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+        text = _one_line(f"{type(error).__name__}: {error}")
+        said = str(error).lower()
         hint = "it must return the doubled vector for every input in the contract's domain"
-        if isinstance(error, TypeError) and "mesh" in str(error):
+        if isinstance(error, TypeError) and "mesh" in said:
             hint = "it does not seem to accept the mesh keyword (pjit_double(x, *, mesh=None))"
-        elif isinstance(error, ValueError) and case.n % data_axis_size(case.mesh) == 0:
+        elif case.placement != UNCOMMITTED and any(w in said for w in ("device", "sharding", "committed")):
+            hint = (
+                f"x was {describe_placement(case.placement)}: an input already placed elsewhere must be "
+                f"accepted; jax.device_put(x, target_sharding) moves it before the jitted call"
+            )
+        elif (
+            isinstance(error, ValueError)
+            and case.n % data_axis_size(case.mesh) == 0
+            and any(w in said for w in ("divis", "divid", "multiple", "shape"))
+        ):
             hint = (
                 f"the data axis has {data_axis_size(case.mesh)} device(s), which divides length {case.n}: "
                 f"only mesh.shape['data'] counts, not every device of the mesh"
@@ -160,7 +184,9 @@ class Kit:
 
     # -- running checks ------------------------------------------------------------
     def gate_failure(self, gate_id: str) -> CheckFailure | None:
-        """Run a gate once per session and remember its verdict."""
+        """Run a gate once per session and remember its verdict; a gate that crashed stays failed."""
+        if gate_id in self.crashed_gates:
+            self._gates.setdefault(gate_id, CheckFailure(self.crashed_gates[gate_id]))
         if gate_id not in self._gates:
             previous, self.check_id = self.check_id, gate_id
             try:
@@ -174,39 +200,55 @@ class Kit:
                 self.check_id = previous
         return self._gates[gate_id]
 
-    def run_check(self, check_id: str) -> None:
+    @staticmethod
+    def _skip(record: CheckVerdict, status: Status, reason: str) -> NoReturn:
+        record.status, record.message = status, reason
+        pytest.skip(reason)
+
+    def run_check(self, check_id: str) -> CheckVerdict:
+        """Run one check; its verdict is ``self.records[check_id]``, its status set here and only here.
+
+        A failure is raised (``CheckFailure``) and a verdict other than passed or
+        failed is a pytest skip, so that pytest's own outcome agrees with it.
+        """
         check = CHECKS[check_id]
         self.check_id = check_id
-        record = self.records.setdefault(check_id, CheckRecord())
+        record = self.records[check_id] = CheckVerdict(check_id, status=Status.PARTIAL)
         start = time.perf_counter()
         stats = self.runner.stats
         calls, compiles, in_impl = stats.calls, stats.compiles, stats.seconds_in_impl
         try:
             if self.contract not in check.contracts:
-                pytest.skip(f"not applicable: {check_id} is not in the {self.contract.value} contract")
+                self._skip(
+                    record,
+                    Status.NOT_APPLICABLE,
+                    f"not applicable: {check_id} is not in the {self.contract.value} contract",
+                )
             if check.gate:
                 record.examples = 1
                 failure = self.gate_failure(check_id)
                 if failure is not None:
                     raise failure
-                return
-            for gate in gates_for(self.contract):
-                if self.gate_failure(gate.id) is not None:
-                    pytest.skip(f"not run: gate check {gate.id} failed")
-            self.check_id = check_id
-            if self.replay is not None or check.strategy is None:
-                record.examples = 1
-                self._run_one(check_id, decode(self.replay) if self.replay else None)
-                return
-            self._run_hypothesis(check_id, record)
+            else:
+                for gate in gates_for(self.contract):
+                    if self.gate_failure(gate.id) is not None:
+                        self._skip(record, Status.NOT_RUN, f"not run: gate check {gate.id} failed")
+                self.check_id = check_id
+                if self.replay is not None or check.strategy is None:
+                    record.examples = 1
+                    self._run_one(record, decode(self.replay) if self.replay else None)
+                else:
+                    self._run_hypothesis(check_id, record)
+            record.status = Status.PASSED
+            return record
         except CheckFailure as failure:
-            record.message = str(failure)
+            record.status, record.message = Status.FAILED, str(failure)
             raise
         except ImplementationHung as hung:  # not shrunk: ends the check at once
-            record.message = str(hung)
+            record.status, record.message = Status.FAILED, str(hung)
             raise CheckFailure(str(hung)) from None
         except Exception as error:  # the implementation broke the kit's own code
-            record.message = f"{type(error).__name__}: {error}"
+            record.status, record.message = Status.FAILED, f"{type(error).__name__}: {error}"
             raise
         finally:
             record.seconds = time.perf_counter() - start
@@ -259,13 +301,12 @@ class Kit:
             )
         raise CheckFailure(message)
 
-    def _run_one(self, check_id: str, case: Case | None) -> None:
-        why = self._step(case, lambda: CHECKS[check_id].body(self, case))
+    def _run_one(self, record: CheckVerdict, case: Case | None) -> None:
+        why = self._step(case, lambda: CHECKS[record.id].body(self, case))
         if why is not None:
-            self.records[check_id].inconclusive = why
-            pytest.skip(f"inconclusive: {why}")
+            self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {why}")
 
-    def _run_hypothesis(self, check_id: str, record: CheckRecord) -> None:
+    def _run_hypothesis(self, check_id: str, record: CheckVerdict) -> None:
         check = CHECKS[check_id]
         assert check.strategy is not None
         options = dict(PROFILES.get(self.profile, PROFILES["default"]))
@@ -295,5 +336,4 @@ class Kit:
         run_example.__name__ = run_example.__qualname__ = f"check_{zlib.crc32(check_id.encode())}"
         given(strategy)(settings(**options)(run_example))()
         if inconclusive:
-            record.inconclusive = inconclusive[0]
-            pytest.skip(f"inconclusive: {inconclusive[0]}")
+            self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {inconclusive[0]}")

@@ -1,4 +1,4 @@
-"""The pytest plug-in: options, device set-up, ``--impl`` loading, verdicts.
+"""The pytest plug-in: options, supervision, device set-up, ``--impl`` loading, verdicts.
 
 Loaded by this repository's root conftest.py and, once installed, through
 the ``pytest11`` entry point of the same name (so it is never registered
@@ -7,48 +7,36 @@ installing the kit changes nothing in a project's other test runs.
 Importing it must not start JAX's backend: the devices are made in
 ``pytest_configure``, before any test module is collected.
 
-Data flow: ``--impl`` -> loader -> Kit (kit.py) -> one test per check
-(test_conformance.py) -> pytest reports -> Report (report.py) -> terminal
-table, ``--conformance-report`` files, exit status.
+Data flow: ``--impl`` -> options.validate -> (supervised: the controller
+probes ``--impl`` in a child process and starts one pytest-xdist worker,
+supervise.py) -> loader -> Kit (kit.py) -> one test per check
+(test_conformance.py) -> CheckVerdict (verdict.py) carried on the test
+report -> Report (report.py) -> terminal table, ``--conformance-report``
+files, exit status from the run's verdict.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import sys
 import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conformance import devices, loader  # neither imports Hypothesis: see below
+from conformance import devices, internals, loader  # none imports Hypothesis: see below
 from conformance.contract import Contract
+from conformance.verdict import CheckVerdict, RunVerdict, Status
 
-
-def _leave_hypothesis_unrewritten() -> None:
-    """Let Hypothesis's modules load as they are, not through pytest's assert rewriting.
-
-    pytest rewrites the asserts of every module in a distribution that has a
-    ``pytest11`` entry point, Hypothesis's ~90 included.  Where bytecode is not
-    written (PYTHONDONTWRITEBYTECODE) that is redone on every run: ~2 s of a
-    ~30 s suite.  Hypothesis's internal asserts carry no verdict; a pytest
-    without this (private) attribute is left as it is.  This happens wherever
-    the plug-in is installed; in other runs its only effect is plain messages
-    from an assert that fails inside Hypothesis itself.
-    """
-    for finder in sys.meta_path:
-        marked = getattr(finder, "_must_rewrite", None)
-        if isinstance(marked, set) and "hypothesis" in marked and "hypothesis" not in sys.modules:
-            marked.discard("hypothesis")
-            getattr(finder, "_marked_for_rewrite_cache", {}).clear()
-
+VERDICT_PROPERTY = "conformance"  # the user property that carries a CheckVerdict's dict
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 KIT_KEY = pytest.StashKey[Any]()
 REPORT_KEY = pytest.StashKey[Any]()
+SUPERVISOR_KEY = pytest.StashKey[Any]()
 XFAIL_KEY = pytest.StashKey[dict[str, str]]()
 
 
@@ -65,11 +53,12 @@ def _register_profiles() -> None:
             settings.register_profile(name, deadline=None)
 
 
-_leave_hypothesis_unrewritten()
+internals.leave_hypothesis_unrewritten()
 _register_profiles()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.register(_SupervisionHooks(), "conformance-supervision")
     group = parser.getgroup("conformance", "pjit_double conformance kit")
     group.addoption(
         "--impl",
@@ -158,17 +147,83 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def _targets_kit(config: pytest.Config) -> bool:
-    """Does this run collect the conformance suite?"""
-    if config.getoption("--impl") or config.getoption("--check"):
+    """Does this run collect the conformance suite (or ask for it with --impl or --check)?"""
+    if config.getoption("--impl") is not None or config.getoption("--check"):
         return True
+    return _collects_suite(config)
+
+
+def _collects_suite(config: pytest.Config) -> bool:
+    """Do this run's arguments include the conformance suite?"""
     for arg in config.args:
         target = arg.split("::")[0]
         if config.getoption("pyargs", False) and target.split(".")[0] == "conformance":
             return True
         path = Path(config.invocation_params.dir, target).resolve()
-        if path == PACKAGE_DIR or PACKAGE_DIR in path.parents:
+        if path == PACKAGE_DIR or PACKAGE_DIR in path.parents or path in PACKAGE_DIR.parents:
             return True
     return False
+
+
+def _supervised(config: pytest.Config) -> bool:
+    """Will the checks run in pytest-xdist workers that this process watches?"""
+    return bool(getattr(config.option, "tx", None)) and getattr(config.option, "dist", "no") != "no"
+
+
+class _SupervisionHooks:
+    """Hooks that must run around or beside pytest-xdist's own (supervise.py says why)."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> Generator[None, Any, Any]:
+        # Before pytest-xdist reads -n: a run of the suite gets one worker to watch,
+        # unless it asked for workers itself, for none (-n 0), or runs as one
+        # process of a multi-process job (--distributed: conformance.launch watches).
+        if (
+            not hasattr(config, "workerinput")
+            and hasattr(config.option, "numprocesses")
+            and config.option.numprocesses is None
+            and not config.getoption("--list-checks")
+            and not config.getoption("--distributed")
+            and not config.getoption("usepdb", False)
+            and not config.getoption("collectonly", False)
+            and _targets_kit(config)
+        ):
+            config.option.numprocesses = 1
+        if hasattr(config.option, "maxworkerrestart") and config.option.maxworkerrestart is None:
+            from conformance.registry import CHECKS
+
+            # every check may crash its worker once; all of them still get a verdict
+            config.option.maxworkerrestart = str(len(CHECKS) + 2) if _targets_kit(config) else None
+        return (yield)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        supervisor = node.config.stash.get(SUPERVISOR_KEY, None)
+        if supervisor is not None:
+            from conformance.supervise import STATE_DIR_KEY
+
+            node.workerinput[STATE_DIR_KEY] = str(supervisor.state_dir)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        supervisor = node.config.stash.get(SUPERVISOR_KEY, None)
+        if supervisor is not None:
+            supervisor.worker_ready(node)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died while running ``crashitem``: give that check its verdict."""
+        config = _CONFIG.get("config")
+        supervisor = config.stash.get(SUPERVISOR_KEY, None) if config is not None else None
+        if supervisor is None or "test_check[" not in crashitem:
+            return
+        from conformance.registry import CHECKS
+
+        verdict = supervisor.crash_verdict(crashitem, report.node)  # type: ignore[attr-defined]
+        report.longrepr = verdict.message
+        report.user_properties.append((VERDICT_PROPERTY, verdict.to_dict()))
+        if verdict.id in CHECKS and CHECKS[verdict.id].gate:
+            supervisor.remember_crashed_gate(verdict)
 
 
 def _read_xfail_file(path: str, known: dict[str, Any]) -> dict[str, str]:
@@ -196,10 +251,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _targets_kit(config):
         return
     from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.calls import Runner
-    from conformance.kit import Kit
     from conformance.registry import CHECKS
-    from conformance.report import Report
 
     if config.getoption("--case") and len(config.getoption("--check")) != 1:
         raise pytest.UsageError("--case replays one example of one check: give exactly one --check ID")
@@ -208,6 +260,69 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--check {unknown[0]}: no such check (pytest --list-checks prints them)")
     if config.getoption("--xfail-file"):
         config.stash[XFAIL_KEY] = _read_xfail_file(config.getoption("--xfail-file"), CHECKS)
+    if config.getoption("--impl") is not None and not _collects_suite(config):
+        raise pytest.UsageError(
+            "--impl: this run does not collect the conformance suite; select it with "
+            "`python -m pytest --pyargs conformance --impl ...` (or give the path of the installed "
+            "conformance package)"
+        )
+    spec = loader.choose_spec(config.getoption("--impl"))
+    if _supervised(config) and not hasattr(config, "workerinput"):
+        _configure_controller(config, spec)
+    else:
+        _configure_checks(config, spec)
+    if getattr(config.option, "dist", "no") == "load" and len(getattr(config.option, "tx", [])) > 1:
+        config.option.dist = "loadgroup"  # before the workers start: they get this mode too
+    # JAX, XLA's bindings and the implementation make a large heap that lives
+    # as long as the run: keep it out of every later garbage collection.
+    gc.collect()
+    gc.freeze()
+
+
+def _new_report(config: pytest.Config, spec: str, impl_version: str | None, count: int) -> Any:
+    from hypothesis import settings
+
+    from conformance.registry import CHECKS
+    from conformance.report import Report
+
+    profile = settings.get_current_profile_name()
+    seed = config.getoption("hypothesis_seed", None)
+    distributed = config.getoption("--distributed")
+    xfails = config.stash.get(XFAIL_KEY, {})
+    report = Report(
+        spec=spec,
+        impl_version=impl_version,
+        contract=config.getoption("--contract"),
+        profile=profile,
+        seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" or distributed else None),
+        devices=count,
+        expected=list(CHECKS),
+        xfails=dict(xfails),
+    )
+    report.duration = -time.perf_counter()
+    config.stash[REPORT_KEY] = report
+    return report
+
+
+def _configure_controller(config: pytest.Config, spec: str) -> None:
+    """The watching process: probe --impl in a child, start the watchdog; the workers run the checks."""
+    from conformance.supervise import Supervisor, probe
+
+    timeout = config.getoption("--call-timeout")
+    found = probe(spec, config.getoption("--devices"), timeout=max(60.0, timeout))
+    report = _new_report(config, spec, found.impl_version, found.devices)
+    report.backend, report.device_kind, report.supervised = found.backend, found.device_kind, True
+    supervisor = Supervisor(timeout=timeout)
+    supervisor.start()
+    config.stash[SUPERVISOR_KEY] = supervisor
+
+
+def _configure_checks(config: pytest.Config, spec: str) -> None:
+    """The process that runs the checks: a supervised worker, or the whole run with -n 0 / --distributed."""
+    from conformance import supervise
+    from conformance.calls import Runner
+    from conformance.kit import Kit
+
     count = config.getoption("--devices")
     distributed = config.getoption("--distributed")
     if distributed:
@@ -225,51 +340,46 @@ def pytest_configure(config: pytest.Config) -> None:
                 f"conformance: --distributed: jax.distributed.initialize failed: {str(exc).splitlines()[0]}"
             ) from None
     try:
-        devices.ensure_host_devices(count, local=distributed)
+        found = devices.ensure_host_devices(count, local=distributed)
     except devices.DeviceSetupError as exc:
         raise pytest.UsageError(f"conformance: {exc}") from None
-    spec = loader.choose_spec(config.getoption("--impl"))
     try:
         impl = loader.load_impl(spec)
     except loader.ImplSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
     contract = Contract(config.getoption("--contract"))
-    from hypothesis import settings
-
-    profile = settings.get_current_profile_name()
     timeout = config.getoption("--call-timeout")
+    workerinput = getattr(config, "workerinput", None)
+    call_log = supervise.call_log_for(workerinput)
     cluster = None
     if distributed:
         from conformance.distributed import Cluster
 
         # Wait for the slowest process: its own call may take up to a timeout.
         cluster = Cluster.current(timeout=2 * timeout + 30)
+    from hypothesis import settings
+
     config.stash[KIT_KEY] = Kit(
         impl=impl,
         spec=spec,
         contract=contract,
         devices=count,
-        runner=Runner(timeout=timeout),
-        profile=profile,
+        # Watched by a supervisor, the watchdog ends a call at the timeout (GIL
+        # held or not); the runner's own limit is only a fallback behind it.
+        runner=Runner(timeout=timeout if call_log is None else 2 * timeout + 30),
+        user_timeout=timeout,
+        profile=settings.get_current_profile_name(),
         replay=config.getoption("--case"),
         cluster=cluster,
+        call_log=call_log,
+        crashed_gates=supervise.crashed_gates(workerinput),
     )
-    seed = config.getoption("hypothesis_seed", None)
-    config.stash[REPORT_KEY] = Report(
-        spec=spec,
-        impl_version=loader.module_version(impl),
-        contract=contract.value,
-        profile=profile,
-        seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" or distributed else None),
-        devices=len(devices.jax.devices()),
-    )  # in a cluster: every process's devices
-    config.stash[REPORT_KEY].duration = -time.perf_counter()
-    if getattr(config.option, "dist", "no") == "load" and not hasattr(config, "workerinput"):
-        config.option.dist = "loadgroup"  # before the workers start: they get this mode too
-    # JAX, XLA's bindings and the implementation make a large heap that lives
-    # as long as the run: keep it out of every later garbage collection.
-    gc.collect()
-    gc.freeze()
+    if workerinput is None:
+        import jax
+
+        report = _new_report(config, spec, loader.module_version(impl), len(jax.devices()))
+        report.backend, report.device_kind = found[0].platform, found[0].device_kind
+        report.process_count = jax.process_count()  # in a cluster: every process's devices above
 
 
 def _check_id(item: Any) -> str | None:
@@ -331,51 +441,138 @@ def conformance_kit(request: pytest.FixtureRequest) -> Any:
     return kit
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect each check's verdict; runs in the xdist controller for workers' tests too."""
-    from conformance.report import CheckResult, status_of
+def _verdict_of(report: pytest.TestReport) -> CheckVerdict | None:
+    for name, value in report.user_properties:
+        if name == VERDICT_PROPERTY and isinstance(value, dict):
+            return CheckVerdict.from_dict(value)
+    return None
 
-    props: dict[str, Any] = dict(report.user_properties)
-    record: dict[str, Any] | None = props.get("conformance")
-    if record is None or not (report.when == "call" or (report.when == "setup" and report.skipped)):
+
+def _with_xfail(verdict: CheckVerdict, xfails: dict[str, str]) -> CheckVerdict:
+    """Apply --xfail-file: a listed failure is expected; a listed pass fails (the file must not go stale)."""
+    reason = xfails.get(verdict.id)
+    if reason is None:
+        return verdict
+    verdict.xfail_reason = reason
+    if verdict.status is Status.FAILED:
+        verdict.status = Status.XFAILED
+    elif verdict.status is Status.PASSED:
+        verdict.status = Status.FAILED
+        verdict.message = (
+            f"[{verdict.id}] passed, but --xfail-file lists it as expected to fail ({reason}); "
+            f"remove its line from the file"
+        )
+    return verdict
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A failed check shows the kit's message block, not the kit's frames or Hypothesis's notes.
+
+    The whole traceback is still there with ``--tb=long`` or ``-vv``.
+    """
+    report: pytest.TestReport = yield
+    if (
+        KIT_KEY in item.config.stash
+        and report.failed
+        and call.excinfo is not None
+        and item.config.getoption("tbstyle", "auto") not in ("long", "native")
+        and item.config.getoption("verbose", 0) < 2
+    ):
+        from conformance.registry import CheckFailure
+
+        if isinstance(call.excinfo.value, CheckFailure):
+            report.longrepr = str(call.excinfo.value).split("\n\nFalsifying", 1)[0]
+    return report
+
+
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    report = _controller_report()
+    if report is not None and "test_check[" in nodeid:
+        report.started(nodeid.rpartition("[")[2].rstrip("]"))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect each check's verdict; runs in the controller for pytest-xdist workers' tests too."""
+    run_report = _controller_report()
+    verdict = _verdict_of(report)
+    if run_report is None or verdict is None:
         return
-    config = _CONFIG.get("config")
-    if config is None or REPORT_KEY not in config.stash:
+    if report.when not in ("call", "???"):  # "???": pytest-xdist's report for a crashed worker's test
         return
-    skip_reason = str(report.longrepr[2]) if report.skipped and isinstance(report.longrepr, tuple) else ""
-    status = status_of(report.outcome, skip_reason, hasattr(report, "wasxfail"))
-    message = record.pop("message", "") or skip_reason.removeprefix("Skipped: ")
-    config.stash[REPORT_KEY].add(CheckResult(**record, status=status, message=message))
+    config = _CONFIG["config"]
+    run_report.add(_with_xfail(verdict, config.stash.get(XFAIL_KEY, {})))
+    _show_root_cause_once(report, verdict, run_report)
+
+
+def _show_root_cause_once(report: pytest.TestReport, verdict: CheckVerdict, run_report: Any) -> None:
+    """A failure with the same cause as an earlier check's is one line, not another copy of the block."""
+    if verdict.status not in (Status.FAILED, Status.CRASHED) or not verdict.message:
+        return
+    lines = verdict.message.splitlines()
+    cause = tuple(line for line in lines[1:] if not line.lstrip().startswith("rerun:"))
+    summary = lines[0].split("] ", 1)[-1]
+    seen: dict[tuple[str, ...], str] = run_report.__dict__.setdefault("_causes", {})
+    first = seen.setdefault((summary, *cause), verdict.id)
+    if first != verdict.id and isinstance(report.longrepr, str):
+        report.longrepr = f"[{verdict.id}] {summary}: the same failure as [{first}] above"
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """pytest's progress line names the kit's status (crashed, inconclusive, not applicable ...)."""
+    verdict = _verdict_of(report)
+    if verdict is None or report.when not in ("call", "???"):
+        return None
+    verdict = _with_xfail(verdict, config.stash.get(XFAIL_KEY, {}))
+    letters = {
+        Status.PASSED: ".",
+        Status.FAILED: "F",
+        Status.CRASHED: "C",
+        Status.XFAILED: "x",
+        Status.INCONCLUSIVE: "i",
+        Status.NOT_APPLICABLE: "n",
+        Status.NOT_RUN: "s",
+    }
+    category = {
+        Status.PASSED: "passed",
+        Status.FAILED: "failed",
+        Status.CRASHED: "failed",
+        Status.XFAILED: "xfailed",
+    }.get(verdict.status, "skipped")
+    return category, letters.get(verdict.status, "?"), verdict.status.value.upper()
 
 
 _CONFIG: dict[str, pytest.Config] = {}
 
 
+def _controller_report() -> Any:
+    """The run's Report, in the process that writes it (not in a pytest-xdist worker)."""
+    config = _CONFIG.get("config")
+    if config is None or hasattr(config, "workerinput"):
+        return None
+    return config.stash.get(REPORT_KEY, None)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     _CONFIG["config"] = session.config
-
-
-def record_of(kit: Any, check_id: str) -> dict[str, Any]:
-    """The kit's record of a check, as the plain dict a test report can carry."""
-    from conformance.kit import CheckRecord
-
-    record = kit.records.get(check_id, CheckRecord())
-    data = dataclasses.asdict(record)
-    data.pop("inconclusive", None)
-    return {"id": check_id, **data}
+    if REPORT_KEY in session.config.stash and not hasattr(session.config, "workerinput"):
+        # A piped run (a CI log) shows each check's verdict as it ends.
+        option = session.config.option
+        option.verbose = max(option.verbose, 1)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    report = config.stash.get(REPORT_KEY, None)
-    if report is None or hasattr(config, "workerinput") or not report.results:
+    report = _controller_report()
+    if report is None:
         return
-    kit = config.stash[KIT_KEY]
-    if kit.cluster is not None and kit.cluster.process_id != 0:
+    kit = config.stash.get(KIT_KEY, None)
+    if kit is not None and kit.cluster is not None and kit.cluster.process_id != 0:
         return  # process 0 speaks for the cluster
     from conformance import report as reporting
 
-    report.duration += time.perf_counter()
+    if report.duration < 0:
+        report.duration += time.perf_counter()
     terminalreporter.section("pjit_double conformance")
     terminalreporter.write(reporting.markdown(report))
     terminalreporter.write_line("timing: " + reporting.timing_summary(report))
@@ -383,19 +580,30 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if path:
         for written in reporting.write(report, path):
             terminalreporter.write_line(f"report written to {written}")
+    terminalreporter.write_line(f"conformance: {reporting.headline(report)}")
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _CONFIG["exitstatus"] = exitstatus  # type: ignore[assignment]
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, Any, Any]:
+    """The exit status is the run's verdict: 0 conforming, 1 not conforming, 2 partial."""
+    report = _controller_report()
+    if report is not None and session.exitstatus in (0, 1, 2, 5):
+        verdict: RunVerdict = report.verdict
+        session.exitstatus = verdict.exit_status
+    _CONFIG["exitstatus"] = session.exitstatus  # type: ignore[assignment]
     if KIT_KEY in session.config.stash:
         # pytest's unraisable-exception plug-in collects five times at exit,
         # ~0.3 s each over this heap; what the checks made is done with.
         gc.collect()
         gc.freeze()
+    return (yield)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
+    supervisor = config.stash.get(SUPERVISOR_KEY, None)
+    if supervisor is not None:
+        supervisor.stop()
     kit = config.stash.get(KIT_KEY, None)
     if kit is not None and kit.runner.hung:
         # A hung call still runs on the worker thread and may hold JAX's

@@ -18,28 +18,19 @@ from pathlib import Path
 from typing import Any
 
 import conformance
+from conformance.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
 
 SCHEMA_VERSION = 1
-STATUSES = ("passed", "failed", "inconclusive", "xfailed", "not applicable", "not run")
-
-
-@dataclass
-class CheckResult:
-    id: str
-    status: str
-    message: str = ""
-    counterexample: str | None = None
-    examples: int = 0
-    reused: int = 0  # of the examples, those drawn from earlier checks' (see pool.py)
-    seconds: float = 0.0
-    calls: int = 0
-    compiles: int = 0
-    seconds_in_impl: float = 0.0
+STATUSES = tuple(status.value for status in Status)
 
 
 @dataclass
 class Report:
-    """Everything the run learned, in the order the checks are registered."""
+    """Everything the run learned, in the order the checks are registered.
+
+    ``expected`` lists every check of the run's contract: the run is
+    CONFORMING only when each of them reached a verdict (verdict.py).
+    """
 
     spec: str
     impl_version: str | None
@@ -47,37 +38,49 @@ class Report:
     profile: str
     seed: str | None
     devices: int
-    results: dict[str, CheckResult] = field(default_factory=dict)
+    expected: list[str] = field(default_factory=list)
+    xfails: dict[str, str] = field(default_factory=dict)  # --xfail-file: check ID -> reason
+    backend: str | None = None
+    device_kind: str | None = None
+    process_count: int = 1
+    supervised: bool = False
+    results: dict[str, CheckVerdict] = field(default_factory=dict)
     duration: float = 0.0
 
-    def add(self, result: CheckResult) -> None:
+    def add(self, result: CheckVerdict) -> None:
         self.results[result.id] = result
 
-    def ordered(self) -> list[CheckResult]:
+    def started(self, check_id: str) -> None:
+        """A check began: until its verdict arrives it is ``partial``."""
+        self.results.setdefault(check_id, CheckVerdict(check_id, status=Status.PARTIAL))
+
+    def ordered(self) -> list[CheckVerdict]:
+        """Every expected check (``not run`` where none came), then any other, in registry order."""
         from conformance.registry import CHECKS
 
+        every = dict.fromkeys(self.expected)
+        every.update(dict.fromkeys(self.results))
         order = {check_id: i for i, check_id in enumerate(CHECKS)}
-        return sorted(self.results.values(), key=lambda r: order.get(r.id, len(order)))
+        ids = sorted(every, key=lambda c: order.get(c, len(order)))
+        return [
+            self.results.get(c)
+            or CheckVerdict(
+                c, status=Status.NOT_RUN, message="not run: the run ended before it, or --check left it out"
+            )
+            for c in ids
+        ]
+
+    @property
+    def verdict(self) -> RunVerdict:
+        return run_verdict(list(self.results.values()), self.expected)
 
     @property
     def conforming(self) -> bool:
-        return bool(self.results) and not any(r.status == "failed" for r in self.results.values())
+        return self.verdict is RunVerdict.CONFORMING
 
     def counts(self) -> dict[str, int]:
-        return {s: sum(r.status == s for r in self.results.values()) for s in STATUSES}
-
-
-def status_of(outcome: str, skip_reason: str, was_xfail: bool) -> str:
-    """Map pytest's outcome of a check's test onto the kit's status names."""
-    if was_xfail:
-        return "xfailed" if outcome == "skipped" else "failed"  # a strict XPASS fails
-    if outcome == "skipped":
-        if "inconclusive" in skip_reason:
-            return "inconclusive"
-        if "not applicable" in skip_reason:
-            return "not applicable"
-        return "not run"
-    return outcome
+        every = self.ordered()
+        return {s.value: sum(r.status is s for r in every) for s in Status}
 
 
 def _version(package: str) -> str | None:
@@ -92,8 +95,9 @@ def to_json(report: Report) -> dict[str, Any]:
 
     from conformance.registry import CHECKS
 
+    every = report.ordered()
     totals = {
-        k: sum(getattr(r, k) for r in report.results.values())
+        k: sum(getattr(r, k) for r in every)
         for k in ("examples", "reused", "calls", "compiles", "seconds_in_impl")
     }
     return {
@@ -108,6 +112,10 @@ def to_json(report: Report) -> dict[str, Any]:
             "hypothesis": _version("hypothesis"),
             "platform": platform.platform(),
             "device_count": report.devices,
+            "backend": report.backend,
+            "device_kind": report.device_kind,
+            "process_count": report.process_count,
+            "supervised": report.supervised,
         },
         "run": {
             "contract": report.contract,
@@ -115,14 +123,19 @@ def to_json(report: Report) -> dict[str, Any]:
             "hypothesis_seed": report.seed,
             "duration_s": round(report.duration, 3),
         },
-        "verdict": {"conforming": report.conforming, "counts": report.counts()},
+        "verdict": {
+            "status": report.verdict.value,
+            "conforming": report.conforming,
+            "counts": report.counts(),
+            "xfails": dict(report.xfails),
+        },
         "timing": {**totals, "seconds_in_impl": round(totals["seconds_in_impl"], 3)},
         "checks": [
             {
                 "id": r.id,
                 "title": CHECKS[r.id].title if r.id in CHECKS else "",
                 "contracts": sorted(c.value for c in CHECKS[r.id].contracts) if r.id in CHECKS else [],
-                "status": r.status,
+                "status": r.status.value,
                 "message": r.message,
                 "counterexample": r.counterexample,
                 "examples": r.examples,
@@ -130,29 +143,52 @@ def to_json(report: Report) -> dict[str, Any]:
                 "seconds": round(r.seconds, 3),
                 "calls": r.calls,
                 "compiles": r.compiles,
+                "xfail_reason": r.xfail_reason,
             }
-            for r in report.ordered()
+            for r in every
         ],
     }
 
 
+def headline(report: Report) -> str:
+    """The verdict in one line: what a CI log shows first."""
+    verdict = report.verdict
+    every = report.ordered()
+    reached = sum(r.status in REACHED for r in every)
+    text = verdict.title
+    if verdict is RunVerdict.CONFORMING and report.xfails:
+        listed = sum(r.status is Status.XFAILED for r in every)
+        text += f", with {listed} expected failure(s) listed in --xfail-file"
+    elif verdict is RunVerdict.PARTIAL:
+        text += f": {reached} of {len(every)} checks reached a verdict; this run does not show conformance"
+    elif verdict is RunVerdict.NOT_CONFORMING:
+        broken = [r.id for r in every if r.status in BROKEN]
+        text += f": {len(broken)} check(s) failed or crashed ({', '.join(broken)})"
+    return text
+
+
 def markdown(report: Report) -> str:
-    verdict = "CONFORMING" if report.conforming else "NOT CONFORMING"
     lines = [
-        f"**pjit_double conformance: {verdict}** -- `{report.spec}`, contract `{report.contract}`, "
+        f"**pjit_double conformance: {headline(report)}** -- `{report.spec}`, contract `{report.contract}`, "
         f"profile `{report.profile}`, {report.devices} devices",
         "",
+    ]
+    if report.xfails:
+        lines.append("Expected failures (--xfail-file):")
+        lines += [f"- `{check_id}`: {reason}" for check_id, reason in report.xfails.items()]
+        lines.append("")
+    lines += [
         "| check | status | examples | reused | calls | compiles | time |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in report.ordered():
         counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
-        lines.append(f"| `{r.id}` | {r.status} | {counts} | {r.seconds:.2f} s |")
+        lines.append(f"| `{r.id}` | {r.status.value} | {counts} | {r.seconds:.2f} s |")
     return "\n".join(lines) + "\n"
 
 
 def timing_summary(report: Report) -> str:
-    results = report.results.values()
+    results = report.ordered()
     in_impl = sum(r.seconds_in_impl for r in results)
     in_checks = sum(r.seconds for r in results)
     return (

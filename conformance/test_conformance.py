@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from conformance import checks  # noqa: F401 -- registers the checks
-from conformance.plugin import record_of
+from conformance.plugin import VERDICT_PROPERTY
 from conformance.registry import CHECKS
+
+if TYPE_CHECKING:
+    from conformance.kit import Kit
 
 
 @pytest.mark.parametrize("check_id", list(CHECKS))
-def test_check(check_id: str, conformance_kit: Any, record_property: Any) -> None:
+def test_check(check_id: str, conformance_kit: Kit, record_property: Any) -> None:
     try:
         conformance_kit.run_check(check_id)
     finally:
-        # Travels with the test report, so pytest-xdist workers' verdicts
-        # reach the one report the controller writes.
-        record_property("conformance", record_of(conformance_kit, check_id))
+        # The verdict travels with the test report, so pytest-xdist workers'
+        # verdicts reach the one report the controller writes.
+        verdict = conformance_kit.records.get(check_id)
+        if verdict is not None:
+            record_property(VERDICT_PROPERTY, verdict.to_dict())

@@ -1,0 +1,315 @@
+"""Supervision: the implementation runs in a process that another one watches.
+
+A conformance run is worth its verdict only if every way the implementation
+can end its process still gives one.  So, unless told otherwise, the kit's
+checks run in a pytest-xdist worker and the process the user started (the
+controller) only watches, collects verdicts and reports.  pytest-xdist
+already notices a worker that dies, reports the test it was running as
+failed and starts a fresh worker for the remaining tests; this module adds
+what a conformance verdict needs on top of that:
+
+* **The probe** (``probe``): the controller never imports the
+  implementation.  A short-lived child process makes the devices and loads
+  ``--impl`` first, so that a bad spec, a backend that cannot start or an
+  import that ends the process is one usage error before any worker starts.
+* **The call log** (``CallLog``, worker side): before each call of the
+  implementation the worker writes what it is about to call (check, input,
+  rerun command, deadline) to a small file the controller can read; after
+  the call it marks the call done.
+* **The watchdog** (``Supervisor``, controller side): a thread that kills a
+  worker whose call is past its deadline -- with or without the GIL held --
+  together with any process the call started.
+* **Crash verdicts**: when a worker dies, the check it was running gets a
+  ``crashed`` verdict (or ``failed`` for a hang) that names the signal or
+  exit status, the input and the rerun command.  A gate check that crashed is
+  remembered in the state folder, so fresh workers skip what stands behind it
+  instead of crashing once per check.
+
+``-n 0`` (or ``-p no:xdist``, ``--pdb``) runs everything in one process
+without supervision, for debugging; ``--distributed`` runs are supervised by
+``conformance.launch``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import internals
+from conformance.verdict import CheckVerdict, Status
+
+STATE_DIR_KEY = "conformance_state_dir"
+GRACE_S = 0.5  # past a call's deadline before the watchdog acts
+POLL_S = 0.1
+
+
+# -- the probe ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProbeResult:
+    """What the probe process learned about the implementation and the devices."""
+
+    impl_version: str | None
+    devices: int
+    backend: str
+    device_kind: str
+
+
+def probe(spec: str, devices: int, timeout: float) -> ProbeResult:
+    """Make the devices and load ``spec`` in a child process; ``pytest.UsageError`` if that fails."""
+    argv = [sys.executable, "-m", "conformance.supervise", "probe", spec, str(devices)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise pytest.UsageError(
+            f"--impl {spec}: loading it did not finish within {timeout:g} s (an import that waits forever?)"
+        ) from None
+    last = done.stdout.strip().splitlines()[-1:] or [""]
+    try:
+        answer = json.loads(last[0])
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise pytest.UsageError(
+            f"--impl {spec}: loading it ended the process ({describe_exit(done.returncode)}) before the kit "
+            f"could check anything; last line: {tail[0][:200]}"
+        )
+    if "usage_error" in answer:
+        raise pytest.UsageError(str(answer["usage_error"]))
+    return ProbeResult(
+        impl_version=answer.get("impl_version"),
+        devices=int(answer["devices"]),
+        backend=str(answer["backend"]),
+        device_kind=str(answer["device_kind"]),
+    )
+
+
+def _probe_main(spec: str, count: int) -> int:
+    """The child's side of ``probe``: one JSON line on stdout."""
+    from conformance import devices, loader
+
+    try:
+        found = devices.ensure_host_devices(count)
+        impl = loader.load_impl(spec)
+    except (devices.DeviceSetupError, loader.ImplSpecError) as exc:
+        answer: dict[str, Any] = {
+            "usage_error": f"conformance: {exc}" if isinstance(exc, RuntimeError) else str(exc)
+        }
+    else:
+        answer = {
+            "impl_version": loader.module_version(impl),
+            "devices": len(found),
+            "backend": found[0].platform,
+            "device_kind": found[0].device_kind,
+        }
+    sys.stdout.write("\n" + json.dumps(answer) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # the implementation's own exit handlers are not the probe's business
+
+
+# -- the call log (worker side) -------------------------------------------------------
+@dataclass
+class CallLog:
+    """The worker's note of the call it is making, for the controller to read."""
+
+    path: Path
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        entry["pid"] = os.getpid()
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, self.path)
+
+    def begin(self, check_id: str, input_text: str, rerun: str, timeout: float) -> None:
+        now = time.time()
+        self._write(
+            {
+                "check": check_id,
+                "input": input_text,
+                "rerun": rerun,
+                "started": now,
+                "deadline": now + timeout,
+            }
+        )
+
+    def end(self, check_id: str) -> None:
+        self._write({"check": check_id})
+
+
+def call_log_for(workerinput: dict[str, Any] | None) -> CallLog | None:
+    """This worker's call log, when a supervisor watches it."""
+    if not workerinput or STATE_DIR_KEY not in workerinput:
+        return None
+    return CallLog(Path(workerinput[STATE_DIR_KEY]) / f"{workerinput['workerid']}.json")
+
+
+def crashed_gates(workerinput: dict[str, Any] | None) -> dict[str, str]:
+    """Gate checks whose process died earlier in this run: gate ID -> the crash message."""
+    if not workerinput or STATE_DIR_KEY not in workerinput:
+        return {}
+    path = Path(workerinput[STATE_DIR_KEY]) / "crashed-gates.json"
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+# -- the controller ----------------------------------------------------------------
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "exit status unknown"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by signal {-returncode} ({name})"
+    return f"exit status {returncode}"
+
+
+_HINTS = {
+    "SIGSEGV": "a segmentation fault: see the README's note on JAX 0.10.2 and committed inputs split over "
+    "other devices, or a C extension's bug",
+    "SIGKILL": "SIGKILL usually comes from the kernel's out-of-memory killer: does the call allocate far "
+    "more than its result?",
+    "SIGABRT": "an abort: a failed check inside XLA or a C extension",
+}
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux /proc); empty elsewhere."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields_ = entry.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields_[1]), []).append(int(entry.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    for victim in [*_descendants(pid), pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+
+
+@dataclass
+class Supervisor:
+    """The controller's side: the state folder, the watchdog, the crash verdicts."""
+
+    timeout: float
+    state_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="conformance-")))
+    hung: dict[str, dict[str, Any]] = field(default_factory=dict)  # worker id -> its call log entry
+    _nodes: dict[str, Any] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._watch, name="conformance-watchdog", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for node in list(self._nodes.values()):  # nothing the run started outlives it
+            pid = internals.worker_pid(node)
+            if pid is not None and internals.worker_returncode(node, wait=0) is None:
+                with contextlib.suppress(OSError):
+                    for child in _descendants(pid):
+                        os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            for path in self.state_dir.iterdir():
+                path.unlink()
+            self.state_dir.rmdir()
+
+    def worker_ready(self, node: Any) -> None:
+        self._nodes[node.gateway.id] = node
+
+    def _read(self, worker_id: str) -> dict[str, Any]:
+        try:
+            return dict(json.loads((self.state_dir / f"{worker_id}.json").read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def _watch(self) -> None:
+        while not self._stop.wait(POLL_S):
+            now = time.time()
+            for worker_id in list(self._nodes):
+                entry = self._read(worker_id)
+                if "deadline" in entry and now > entry["deadline"] + GRACE_S and worker_id not in self.hung:
+                    self.hung[worker_id] = entry
+                    kill_tree(int(entry["pid"]))
+
+    def crash_verdict(self, nodeid: str, node: Any) -> CheckVerdict:
+        """The verdict of the check that was running when ``node``'s process ended."""
+        check_id = nodeid.rpartition("[")[2].rstrip("]")
+        worker_id = node.gateway.id
+        entry = self.hung.get(worker_id) or self._read(worker_id)
+        returncode = internals.worker_returncode(node, wait=5.0)
+        in_call = "deadline" in entry and entry.get("check") == check_id
+        if worker_id in self.hung and in_call:
+            lines = [
+                f"[{check_id}] the call did not return",
+                f"  input:    {entry['input']}",
+                f"  expected: a result within --call-timeout={self.timeout:g} s",
+                f"  got:      still running after {self.timeout:g} s; the kit ended the process running it "
+                f"(the remaining checks ran in a fresh one)",
+                "  hint:     does it wait for something that never comes (a lock, a queue, a collective "
+                "that other devices never join), or block in C code? raise --call-timeout if it is only slow",
+                f"  rerun:    {entry['rerun']}",
+            ]
+            status = Status.FAILED
+        else:
+            how = describe_exit(returncode)
+            where = (
+                f"during a call of the implementation\n  input:    {entry['input']}"
+                if in_call
+                else "outside a call of the implementation (while the kit judged a result, or at exit)"
+            )
+            hint = next((h for name, h in _HINTS.items() if name in how), None)
+            if returncode is not None and returncode >= 0:
+                hint = (
+                    "something called os._exit() or sys.exit() from a thread, or a library ended the "
+                    "process; an implementation must return or raise"
+                )
+            lines = [
+                f"[{check_id}] the process running the implementation ended {where}",
+                "  expected: the call returns or raises, and the process goes on",
+                f"  got:      the process ended: {how} (the remaining checks ran in a fresh process)",
+            ]
+            if hint:
+                lines.append(f"  hint:     {hint}")
+            if in_call:
+                lines.append(f"  rerun:    {entry['rerun']}")
+            status = Status.CRASHED
+        return CheckVerdict(check_id, status=status, message="\n".join(lines))
+
+    def remember_crashed_gate(self, verdict: CheckVerdict) -> None:
+        path = self.state_dir / "crashed-gates.json"
+        try:
+            known = dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            known = {}
+        known[verdict.id] = verdict.message
+        path.write_text(json.dumps(known))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "probe":
+        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3])))
+    sys.exit("usage: python -m conformance.supervise probe SPEC DEVICES")

@@ -1,0 +1,97 @@
+"""The verdict record: what one check concluded, and what the whole run concluded.
+
+A check's verdict is one ``CheckVerdict`` with an explicit ``Status``.  The
+kit sets the status where it decides it (kit.py); the supervisor sets it for
+a check whose process died or hung (supervise.py); the plug-in carries the
+record from a pytest-xdist worker to the controller as a plain dict
+(``to_dict``/``from_dict``) and the report prints it.  Nothing reads a
+status back from message text.
+
+The run's verdict (``RunVerdict``) follows from the checks' records and
+from whether every check of the contract reached one:
+
+* ``NOT_CONFORMING`` -- a check failed or crashed (or a listed xfail passed);
+* ``PARTIAL`` -- none failed, but some check of the contract has no verdict
+  (the run was interrupted, ``--check`` chose a subset, ``--case`` replayed
+  one example, a check was not run);
+* ``CONFORMING`` -- every check of the contract passed, xfailed as listed,
+  was not applicable, or was inconclusive for a stated reason.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    CRASHED = "crashed"  # the process running the implementation ended or was killed
+    INCONCLUSIVE = "inconclusive"
+    XFAILED = "xfailed"  # failed, and listed in --xfail-file
+    NOT_APPLICABLE = "not applicable"
+    NOT_RUN = "not run"
+    PARTIAL = "partial"  # started, but the run ended before the check did
+
+
+# A check with one of these statuses reached a verdict.
+REACHED = frozenset(
+    {Status.PASSED, Status.FAILED, Status.CRASHED, Status.INCONCLUSIVE, Status.XFAILED, Status.NOT_APPLICABLE}
+)
+BROKEN = frozenset({Status.FAILED, Status.CRASHED})
+
+
+class RunVerdict(str, enum.Enum):
+    CONFORMING = "conforming"
+    NOT_CONFORMING = "not conforming"
+    PARTIAL = "partial"
+
+    @property
+    def exit_status(self) -> int:
+        """0 conforming, 1 not conforming, 2 partial (pytest's 'interrupted')."""
+        return {RunVerdict.CONFORMING: 0, RunVerdict.NOT_CONFORMING: 1, RunVerdict.PARTIAL: 2}[self]
+
+    @property
+    def title(self) -> str:
+        return self.value.upper()
+
+
+@dataclass
+class CheckVerdict:
+    """One check's verdict and what it cost."""
+
+    id: str
+    status: Status = Status.NOT_RUN
+    message: str = ""  # why: the failure block, the skip reason, what ended the process
+    counterexample: str | None = None
+    examples: int = 0
+    reused: int = 0  # of the examples, those drawn from earlier checks' (see pool.py)
+    seconds: float = 0.0
+    calls: int = 0  # calls of the implementation made by this check
+    compiles: int = 0  # backend compiles during those calls
+    seconds_in_impl: float = 0.0
+    xfail_reason: str | None = None  # the --xfail-file reason, when the check is listed
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckVerdict:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["status"] = Status(values.get("status", Status.NOT_RUN.value))
+        return cls(**values)
+
+
+def run_verdict(verdicts: list[CheckVerdict], expected: list[str]) -> RunVerdict:
+    """The run's verdict from the checks' ``verdicts``; ``expected``: every check of the contract."""
+    if any(v.status in BROKEN for v in verdicts):
+        return RunVerdict.NOT_CONFORMING
+    reached = {v.id for v in verdicts if v.status in REACHED}
+    if not expected or any(check_id not in reached for check_id in expected):
+        return RunVerdict.PARTIAL
+    return RunVerdict.CONFORMING
