@@ -15,10 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 from jax import monitoring
+
+if TYPE_CHECKING:
+    from conformance.supervise import CallLog
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
@@ -108,6 +111,12 @@ class Runner:
     # global_state() on the worker thread before the first call of the session:
     # a call that changes it for good is caught even by checks that run later.
     initial_state: dict[str, str] | None = None
+    # Under supervision (supervise.py): every call is noted in the call log with
+    # ``label`` (check ID, input in words, rerun command), so that the watchdog
+    # can end a call past ``watch_timeout`` and name it.
+    call_log: CallLog | None = None
+    watch_timeout: float = 0.0
+    label: tuple[str, str, str] = ("", "", "")
     _jobs: queue.Queue[Any] = field(default_factory=queue.Queue)
     _thread: threading.Thread | None = None
 
@@ -140,8 +149,14 @@ class Runner:
         done = threading.Event()
         before = counter.count
         start = time.perf_counter()
+        log = self.call_log
+        if log is not None:
+            log.begin(*self.label, self.watch_timeout)
         self._jobs.put((fn, box, done))
-        if not done.wait(self.timeout):
+        finished_in_time = done.wait(self.timeout)
+        if log is not None and finished_in_time:
+            log.end(self.label[0])
+        if not finished_in_time:
             self.hung = f"{what} did not return within {self.timeout:g} s"
             raise ImplementationHung(
                 f"{what} did not return within --call-timeout={self.timeout:g} s. Does it wait "

@@ -146,11 +146,126 @@ def encode(case: Case) -> str:
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def decode(token: str) -> Case:
-    data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode())))
-    dtype = np.dtype(jnp.dtype(data["dtype"]))
-    values = np.frombuffer(base64.b64decode(data["values"]), dtype=dtype).copy()
+class CaseTokenError(ValueError):
+    """A ``--case`` token that does not describe a case; the message is one line."""
+
+
+@dataclass(frozen=True, eq=False)
+class CaseData:
+    """A decoded token before its mesh is made: what can be known without devices."""
+
+    values: np.ndarray
+    mesh_ids: tuple[int, ...] | None  # None: no mesh
+    mesh_shape: tuple[int, ...]
+    mesh_axes: tuple[str, ...]
+    mesh_arg: MeshArg
+    placement: Placement
+
+    @property
+    def n(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
+
+    def device_ids(self) -> list[int]:
+        """Every device the case names: its mesh's and its placement's."""
+        ids = list(self.mesh_ids or ())
+        if self.placement[0] == "device":
+            ids.append(self.placement[1])
+        elif self.placement[0] == "sharded":
+            ids.extend(self.placement[1])
+        return ids
+
+
+_MESH_ARGS = ("omit", "none", "mesh")
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(type(v) is int and v >= 0 for v in value):
+        raise CaseTokenError(f"{what} is not a list of device ids")
+    return tuple(value)
+
+
+def _placement(raw: Any) -> Placement:
+    if not isinstance(raw, list) or not raw:
+        raise CaseTokenError("its placement is not a list")
+    kind = raw[0]
+    if kind in ("uncommitted", "numpy") and len(raw) == 1:
+        return (kind,)
+    if kind == "device" and len(raw) == 2 and type(raw[1]) is int and raw[1] >= 0:
+        return ("device", raw[1])
+    if kind == "sharded" and len(raw) == 3 and raw[2] in ("split", "replicated"):
+        ids = _ints(raw[1], "its placement's devices")
+        if not ids or len(set(ids)) != len(ids):
+            raise CaseTokenError("its placement names no device, or one device twice")
+        return ("sharded", ids, raw[2])
+    raise CaseTokenError(f"its placement {raw!r} is none the kit knows")
+
+
+def parse(token: str) -> CaseData:
+    """Read a token without making its mesh (no devices needed); ``CaseTokenError`` if it is not one."""
+    try:
+        data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode("ascii"))))
+    except (ValueError, zlib.error, UnicodeError) as exc:  # binascii.Error is a ValueError
+        raise CaseTokenError(f"not a token the kit printed ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or not {"dtype", "values", "mesh", "mesh_arg", "placement"} <= data.keys():
+        raise CaseTokenError("not a token the kit printed (fields are missing)")
+    try:
+        dtype = np.dtype(jnp.dtype(data["dtype"]))
+    except (TypeError, ValueError):
+        raise CaseTokenError(f"it names an unknown dtype {data['dtype']!r}") from None
+    try:
+        raw = base64.b64decode(str(data["values"]), validate=True)
+    except ValueError:
+        raise CaseTokenError("its values are not base64") from None
+    if dtype.hasobject or not dtype.itemsize or len(raw) % dtype.itemsize:
+        raise CaseTokenError(f"its values are {len(raw)} bytes, not a whole number of {dtype} elements")
+    values = np.frombuffer(raw, dtype=dtype).copy()
+    if data["mesh_arg"] not in _MESH_ARGS:
+        raise CaseTokenError(f"its mesh argument {data['mesh_arg']!r} is not one of {', '.join(_MESH_ARGS)}")
     m = data["mesh"]
-    mesh = None if m is None else make_mesh(m["ids"], tuple(m["shape"]), tuple(m["axes"]))
-    placement = tuple(tuple(p) if isinstance(p, list) else p for p in data["placement"])
-    return Case(values, mesh, data["mesh_arg"], placement)
+    ids: tuple[int, ...] | None = None
+    shape: tuple[int, ...] = ()
+    axes: tuple[str, ...] = ()
+    if m is not None:
+        if not isinstance(m, dict) or not {"ids", "shape", "axes"} <= m.keys():
+            raise CaseTokenError("its mesh is not a mesh the kit printed")
+        ids = _ints(m["ids"], "its mesh's devices")
+        shape = _ints(m["shape"], "its mesh's shape")
+        if not isinstance(m["axes"], list) or not all(isinstance(a, str) for a in m["axes"]):
+            raise CaseTokenError("its mesh's axis names are not strings")
+        axes = tuple(m["axes"])
+        if (
+            not ids
+            or len(set(ids)) != len(ids)
+            or len(shape) != len(axes)
+            or len(set(axes)) != len(axes)
+            or int(np.prod(shape)) != len(ids)
+        ):
+            raise CaseTokenError(
+                f"its mesh (devices {list(ids)}, shape {list(shape)}, axes {list(axes)}) is not one"
+            )
+    if (m is None) != (data["mesh_arg"] != "mesh"):
+        raise CaseTokenError("its mesh and its mesh argument disagree")
+    return CaseData(values, ids, shape, axes, data["mesh_arg"], _placement(data["placement"]))
+
+
+def decode(token: str) -> Case:
+    """The case of a token; its mesh is made from ``jax.devices()``.
+
+    ``CaseTokenError`` if the token is not one, or names a device that is not there.
+    """
+    data = parse(token)
+    available = {int(d.id) for d in jax.devices()}
+    missing = sorted(set(data.device_ids()) - available)
+    if missing:
+        raise CaseTokenError(
+            f"it uses device {missing[0]}, but the devices are {sorted(available)} "
+            f"(it needs {max(data.device_ids()) + 1} devices: --devices)"
+        )
+    mesh = None
+    if data.mesh_ids is not None:
+        mesh = make_mesh(list(data.mesh_ids), data.mesh_shape, data.mesh_axes)
+    return Case(data.values, mesh, data.mesh_arg, data.placement)

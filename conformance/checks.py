@@ -232,15 +232,22 @@ def _on_meshes(contract: Contract, meshes: st.SearchStrategy[Mesh]) -> st.Search
     )
 
 
+SPLIT_2D_DEVICES = 4  # the smallest mesh with two axes of 2+ devices
+
+
 def _split_2d() -> st.SearchStrategy[Mesh]:
     """2-D meshes where neither axis is trivial: the data axis is a strict part of the mesh."""
-    return cst.meshes(min_size=4, ndims=(2,), min_axis_size=2)
+    return cst.meshes(min_size=SPLIT_2D_DEVICES, ndims=(2,), min_axis_size=2)
 
 
 def _explicit_mesh(contract: Contract) -> st.SearchStrategy[Case]:
     # Any mesh, or (as often) one whose two axes both have several devices: a
     # layout over the wrong axis, or over every device, shows only there.
-    return st.one_of(cst.cases(contract=contract, mesh_args=("mesh",)), _on_meshes(contract, _split_2d()))
+    # Built when the check runs, so the devices are there to count.
+    any_mesh = cst.cases(contract=contract, mesh_args=("mesh",))
+    if len(jax.devices()) < SPLIT_2D_DEVICES:
+        return any_mesh  # no such mesh on fewer devices: any mesh there is
+    return st.one_of(any_mesh, _on_meshes(contract, _split_2d()))
 
 
 def _placed(contract: Contract) -> st.SearchStrategy[Case]:
@@ -393,14 +400,23 @@ def _plain_split_2d(example: Any, contract: Contract) -> bool:
     """What _divisible_2d draws: a 2-D mesh with both axes of 2+ devices (full), float32 (seed)."""
     if contract is Contract.SEED:
         return _plain_float32(example, contract)
-    mesh = example.mesh if isinstance(example, Case) else None
-    split = mesh is not None and mesh.devices.ndim == 2 and min(mesh.devices.shape) >= 2
+    mesh = example.mesh if isinstance(example, Case) else None  # a Mesh, or an AbstractMesh (options.py)
+    split = mesh is not None and len(mesh.axis_names) == 2 and min(mesh.shape.values()) >= 2
     return _plain(example, contract) and split
 
 
 def _divisible(example: Any, _: Contract) -> bool:
     """A single case, x anywhere, a length the data axis divides."""
     return isinstance(example, Case) and example.n % data_axis_size(example.mesh) == 0
+
+
+def _indivisible_case(example: Any, _: Contract) -> bool:
+    """What _indivisible draws: a mesh whose data axis does not divide the length, x anywhere."""
+    return (
+        isinstance(example, Case)
+        and example.mesh_arg == "mesh"
+        and example.n % data_axis_size(example.mesh) != 0
+    )
 
 
 def _family(name: str) -> Any:
@@ -471,6 +487,7 @@ def result_type(kit: Any, case: Case) -> None:
     strategy=_every_dtype,
     examples=0.17,
     reuse=_family("every-dtype"),
+    domain=_plain,
 )
 def dtype_preserved(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
@@ -511,6 +528,7 @@ def values_float32(kit: Any, case: Case) -> None:
     strategy=_every_dtype,
     examples=0.34,
     reuse=_family("every-dtype"),
+    domain=_plain,
 )
 def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
@@ -582,6 +600,8 @@ def layout_shards(kit: Any, case: Case) -> None:
     "a length the data axis does not divide raises ValueError, x intact",
     contracts=FULL_ONLY,
     strategy=_indivisible,
+    min_devices=2,  # a data axis of 2+ devices
+    domain=_indivisible_case,
 )
 def divisibility_error(kit: Any, case: Case) -> None:
     x, outcome = kit.call(case)
@@ -613,6 +633,7 @@ def divisibility_error(kit: Any, case: Case) -> None:
     "lengths the data axis divides never raise (only 'data' counts)",
     strategy=_divisible_2d,
     reuse=_plain_split_2d,
+    min_devices=SPLIT_2D_DEVICES,  # the full contract's 2-D meshes with both axes of 2+
 )
 def divisibility_no_false_error(kit: Any, case: Case) -> None:
     # An exception here fails with the divisibility hint; the values are values.*'s.
@@ -627,6 +648,7 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
     "jit.shardings",
     "the result comes out of jax.jit with in/out shardings = the target layout",
     strategy=_placed,
+    domain=_divisible,
 )
 def jit_shardings(kit: Any, case: Case) -> None:
     x = make_input(case)
@@ -707,6 +729,7 @@ def jit_shardings(kit: Any, case: Case) -> None:
     strategy=_every_placement,
     examples=0.5,
     reuse=_family("every-placement"),
+    domain=_divisible,
 )
 def hygiene_input_intact(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
@@ -852,6 +875,7 @@ def hygiene_global_state(kit: Any, case: Case) -> None:
     strategy=_every_placement,
     examples=0.5,
     reuse=_family("every-placement"),
+    domain=_divisible,
 )
 def inputs_placements(kit: Any, example: Case | _Group) -> None:
     # Judged against the same call with an uncommitted x: what goes wrong for

@@ -42,7 +42,16 @@ def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
             # would bring its own, different device count.
             jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_num_cpu_devices", count)
-    devices = jax.local_devices() if local else jax.devices()
+    try:
+        devices = jax.local_devices() if local else jax.devices()
+    except Exception as exc:  # noqa: BLE001 -- RuntimeError, or a bare AssertionError for a missing GPU
+        raise DeviceSetupError(_backend_failure(exc)) from None
+    if len(devices) != count and _platforms() not in ("", "cpu"):
+        raise DeviceSetupError(
+            f"JAX_PLATFORMS={_platforms()} gives {len(devices)} {devices[0].platform} device(s), "
+            f"not the {count} asked for: run with --devices {len(devices)}, or unset JAX_PLATFORMS "
+            f"to test on {count} forced CPU devices"
+        )
     if len(devices) != count:
         raise DeviceSetupError(
             f"the kit needs {count} devices but JAX's backend is already running with "
@@ -52,3 +61,20 @@ def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
             f"or set XLA_FLAGS=--xla_force_host_platform_device_count={count} before pytest starts."
         )
     return devices
+
+
+def _platforms() -> str:
+    return os.environ.get("JAX_PLATFORMS", "").strip()
+
+
+def _backend_failure(exc: BaseException) -> str:
+    """One line: the backend did not start, JAX's reason, and what to do."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = lines[0] if lines else f"{type(exc).__name__} (no device of that platform was found)"
+    platforms = _platforms()
+    if platforms and platforms != "cpu":
+        return (
+            f"JAX's backend could not start for JAX_PLATFORMS={platforms}: {reason}; "
+            f"unset JAX_PLATFORMS to test on forced CPU devices"
+        )
+    return f"JAX's backend could not start: {reason}"

@@ -23,8 +23,7 @@ from conformance.case import UNCOMMITTED, Case, call_text, decode, describe_plac
 from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.pool import Pool
-from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for
-from conformance.supervise import CallLog
+from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for, not_applicable
 from conformance.verdict import CheckVerdict, Status
 
 
@@ -75,7 +74,6 @@ class Kit:
     cluster: Cluster | None = None  # set in --distributed runs
     pool: Pool = field(default_factory=Pool)
     user_timeout: float | None = None  # --call-timeout, when the runner's limit differs from it
-    call_log: CallLog | None = None  # set when a supervisor watches this process (supervise.py)
     crashed_gates: dict[str, str] = field(default_factory=dict)  # gates whose process died earlier
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
@@ -93,9 +91,6 @@ class Kit:
             x = make_input(case)
         kwargs = case.mesh_kwargs()
         impl = self.impl
-        log = self.call_log
-        if log is not None:
-            log.begin(self.check_id, case.describe(), self.rerun_command(case), self.call_timeout)
         try:
             return x, self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
         except ImplementationHung as hung:
@@ -109,9 +104,6 @@ class Kit:
                 )
             except CheckFailure as failure:
                 raise ImplementationHung(str(failure)) from None
-        finally:
-            if log is not None:
-                log.end(self.check_id)
 
     @property
     def call_timeout(self) -> float:
@@ -174,11 +166,11 @@ class Kit:
             "--devices",
             str(self.devices),
             "--call-timeout",
-            f"{self.runner.timeout:g}",
+            f"{self.call_timeout:g}",
             "--check",
             self.check_id,
         ]
-        if case is not None:
+        if case is not None and CHECKS[self.check_id].strategy is not None:
             args += ["--case", encode(case)]
         return shlex.join(args)
 
@@ -218,12 +210,9 @@ class Kit:
         stats = self.runner.stats
         calls, compiles, in_impl = stats.calls, stats.compiles, stats.seconds_in_impl
         try:
-            if self.contract not in check.contracts:
-                self._skip(
-                    record,
-                    Status.NOT_APPLICABLE,
-                    f"not applicable: {check_id} is not in the {self.contract.value} contract",
-                )
+            reason = not_applicable(check_id, self.contract)
+            if reason is not None:
+                self._skip(record, Status.NOT_APPLICABLE, reason)
             if check.gate:
                 record.examples = 1
                 failure = self.gate_failure(check_id)
@@ -265,6 +254,12 @@ class Kit:
         """
         local: BaseException | None = None
         inconclusive = None
+        if self.runner.call_log is not None:  # what the watchdog names if a call of this example hangs
+            self.runner.label = (
+                self.check_id,
+                case.describe() if case is not None else "the check's own input (see its title)",
+                self.rerun_command(case),
+            )
         try:
             body()
         except Inconclusive as why:

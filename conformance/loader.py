@@ -29,8 +29,28 @@ class ImplSpecError(Exception):
 
 
 def choose_spec(cli_value: str | None) -> str:
-    """``--impl`` first, then the environment variable, then the reference."""
-    return cli_value or os.environ.get(ENV_VAR) or DEFAULT_SPEC
+    """``--impl`` first, then the environment variable, then the reference.
+
+    Only an option or variable that is not there at all means the reference:
+    one that is given but empty is an ``ImplSpecError`` (a CI variable that
+    expanded to nothing must not check the reference instead).
+    """
+    if cli_value is not None:
+        if not cli_value.strip():
+            raise ImplSpecError(
+                f"--impl is empty: give MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double), "
+                f"or leave --impl out to check {DEFAULT_SPEC}"
+            )
+        return cli_value
+    env_value = os.environ.get(ENV_VAR)
+    if env_value is not None:
+        if not env_value.strip():
+            raise ImplSpecError(
+                f"{ENV_VAR} is set but empty: give MODULE:ATTR or path/to/file.py:ATTR "
+                f"(e.g. mypkg:pjit_double), or unset it to check {DEFAULT_SPEC}"
+            )
+        return env_value
+    return DEFAULT_SPEC
 
 
 def _cause(exc: BaseException) -> str:

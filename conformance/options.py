@@ -3,12 +3,245 @@
 ``validate`` is called by the plug-in from ``pytest_cmdline_main``, before
 devices are made, the implementation is loaded or a worker starts.  Each bad
 value is one ``pytest.UsageError`` line (exit status 4).
+
+Nothing here needs devices, so it all runs before any process starts JAX's
+backend; whether the backend starts at all is devices.py's question.  The
+device count each check needs is not an option error: a check that needs
+more devices than ``--devices`` gives is "not applicable" (registry.py).
 """
 
 from __future__ import annotations
 
+import math
+import os
+from pathlib import Path
+from typing import Any, cast
+
 import pytest
+
+from conformance import loader
+from conformance.contract import DATA_AXIS, Contract
+
+IMPL_FORMS = "MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)"
 
 
 def validate(config: pytest.Config) -> None:
     """Raise ``pytest.UsageError`` with one line for the first bad option."""
+    _validate_impl(config)
+    _validate_numbers(config)
+    _validate_profile(config)
+    from conformance import checks  # noqa: F401 -- registers the checks
+    from conformance.registry import CHECKS
+
+    unknown = [c for c in config.getoption("--check") if c not in CHECKS]
+    if unknown:
+        raise pytest.UsageError(f"--check {unknown[0]}: no such check (pytest --list-checks prints them)")
+    if config.getoption("--case") is not None:
+        _validate_case(config)
+    if config.getoption("--xfail-file"):
+        read_xfail_file(config.getoption("--xfail-file"), CHECKS)
+    if config.getoption("--conformance-report"):
+        _validate_report_path(config.getoption("--conformance-report"))
+
+
+# ---------------------------------------------------------------------------
+# --impl / CONFORMANCE_IMPL
+
+
+def _validate_impl(config: pytest.Config) -> None:
+    try:
+        loader.choose_spec(config.getoption("--impl"))
+    except loader.ImplSpecError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------
+# Numbers
+
+
+def _validate_numbers(config: pytest.Config) -> None:
+    count = config.getoption("--devices")
+    if count < 1:
+        raise pytest.UsageError(f"--devices must be at least 1, got {count}")
+    timeout = config.getoption("--call-timeout")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise pytest.UsageError(
+            f"--call-timeout {timeout:g}: give a finite number of seconds above 0 (default 60)"
+        )
+    processes = config.getoption("--num-processes")
+    if processes is not None and processes < 1:
+        raise pytest.UsageError(f"--num-processes {processes}: give at least 1 process")
+    process_id = config.getoption("--process-id")
+    if process_id is not None and (process_id < 0 or (processes is not None and process_id >= processes)):
+        top = "" if processes is None else f" and below --num-processes {processes}"
+        raise pytest.UsageError(f"--process-id {process_id}: must be at least 0{top}")
+
+
+# ---------------------------------------------------------------------------
+# --hypothesis-profile (Hypothesis's own option; unknown names end pytest in an INTERNALERROR)
+
+
+def _validate_profile(config: pytest.Config) -> None:
+    name = config.getoption("--hypothesis-profile", None)
+    if name is None:
+        return
+    from hypothesis import settings
+
+    try:
+        settings.get_profile(name)
+    except Exception:  # noqa: BLE001 -- InvalidArgument: no such profile
+        known = sorted(getattr(settings, "_profiles", None) or {"default", "ci", "thorough"})
+        raise pytest.UsageError(
+            f"--hypothesis-profile {name}: no such profile; known profiles: {', '.join(known)}"
+        ) from None
+
+
+# ---------------------------------------------------------------------------
+# --case
+
+
+def _validate_case(config: pytest.Config) -> None:
+    """The token is one, of one --check that takes a case, in the contract and in the check's domain.
+
+    All of it without devices: the check's domain is asked of the case with
+    an abstract mesh of the same shape and axes, and the devices the case
+    names are counted against --devices (in --distributed runs, where device
+    ids are global, the kit's replay finds a missing device itself).
+    """
+    from conformance.case import Case, CaseTokenError, parse
+    from conformance.registry import CHECKS
+
+    wanted = config.getoption("--check")
+    if len(wanted) != 1:
+        raise pytest.UsageError("--case replays one example of one check: give exactly one --check ID")
+    check = CHECKS[wanted[0]]
+    contract = Contract(config.getoption("--contract"))
+    if contract not in check.contracts:
+        raise pytest.UsageError(
+            f"--case: --check {check.id} is not in the {contract.value} contract, "
+            f"so there is no example of it to replay (give --contract full)"
+        )
+    if check.strategy is None:
+        raise pytest.UsageError(
+            f"--case: --check {check.id} takes no case: it makes its own call; rerun it without --case"
+        )
+    try:
+        data = parse(config.getoption("--case"))
+    except CaseTokenError as exc:
+        raise pytest.UsageError(f"--case: not a valid case token: {exc}") from None
+    problem = _outside_contract(data, contract)
+    if problem:
+        raise pytest.UsageError(f"--case: the case is not in the {contract.value} contract: {problem}")
+    count = config.getoption("--devices")
+    if not config.getoption("--distributed") and data.device_ids() and max(data.device_ids()) >= count:
+        raise pytest.UsageError(
+            f"--case: the case uses device {max(data.device_ids())}, but --devices {count} makes "
+            f"devices 0 to {count - 1}: give --devices {max(data.device_ids()) + 1} or more"
+        )
+    if check.domain is not None:
+        from jax.sharding import AbstractMesh  # no devices needed
+
+        mesh = None if data.mesh_ids is None else AbstractMesh(data.mesh_shape, data.mesh_axes)
+        stand_in = Case(data.values, cast(Any, mesh), data.mesh_arg, data.placement)
+        if not check.domain(stand_in, contract):
+            raise pytest.UsageError(
+                f"--case: --check {check.id} never draws this case ({_describe(data)}); "
+                f"replay it with the check whose failure printed it"
+            )
+
+
+def _describe(data: Any) -> str:
+    from conformance.case import call_text, describe_placement
+
+    mesh = (
+        "default (first device only)"
+        if data.mesh_ids is None
+        else " x ".join(f"{a}={n}" for a, n in zip(data.mesh_axes, data.mesh_shape, strict=True))
+    )
+    return (
+        f"length {data.n}, dtype {data.dtype}, mesh {mesh}, called with {call_text(data)}, "
+        f"x {describe_placement(data.placement)}"
+    )
+
+
+def _outside_contract(data: Any, contract: Contract) -> str | None:
+    """Why a parsed case (case.CaseData) is outside the contract's domain, if it is."""
+    import jax
+
+    from conformance.contract import dtypes_in_domain
+
+    x64 = bool(jax.config.read("jax_enable_x64"))
+    if data.dtype not in dtypes_in_domain(contract, x64=x64):
+        if not x64 and data.dtype in dtypes_in_domain(contract, x64=True):
+            return f"dtype {data.dtype} needs JAX_ENABLE_X64=1"
+        return f"dtype {data.dtype} is not one of its dtypes"
+    if contract is Contract.SEED:
+        if data.mesh_arg != "omit":
+            return "the seed contract calls pjit_double(x) without a mesh"
+        if data.placement[0] != "uncommitted":
+            return "the seed contract's x is an uncommitted array"
+    if data.mesh_ids is not None and DATA_AXIS not in data.mesh_axes:
+        return f"its mesh has no {DATA_AXIS!r} axis (axes {list(data.mesh_axes)})"
+    placement = data.placement
+    if placement[0] == "sharded" and placement[2] == "split" and data.n % len(placement[1]):
+        return f"x cannot be split over {len(placement[1])} devices: its length is {data.n}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# --xfail-file
+
+
+def read_xfail_file(path: str, known: dict[str, Any]) -> dict[str, str]:
+    """Check ID -> reason, from lines of ``CHECK-ID  reason`` (any whitespace between, ``#`` comments)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise pytest.UsageError(f"--xfail-file {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8-sig")  # a byte-order mark from an editor is not part of the first ID
+    except UnicodeDecodeError as exc:
+        where = raw[: exc.start].count(b"\n") + 1
+        raise pytest.UsageError(f"--xfail-file {path}, line {where}: not UTF-8 text") from None
+    expected: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split(None, 1)
+        if not fields:
+            continue
+        check_id = fields[0]
+        if check_id not in known:
+            raise pytest.UsageError(
+                f"--xfail-file {path}, line {number}: no check has the ID {check_id!r} "
+                f"(pytest --list-checks prints them)"
+            )
+        reason = fields[1].strip() if len(fields) > 1 else ""
+        expected[check_id] = reason or "listed in the xfail file"
+    return expected
+
+
+# ---------------------------------------------------------------------------
+# --conformance-report
+
+
+def report_paths(path: str) -> list[Path]:
+    """The files ``--conformance-report PATH`` writes: PATH, and for a .md PATH the .json beside it."""
+    target = Path(path)
+    return [target, target.with_suffix(".json")] if target.suffix == ".md" else [target]
+
+
+def _validate_report_path(path: str) -> None:
+    """Can every report file be written?  Made and removed again where it did not exist."""
+    for target in report_paths(path):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_dir():
+                raise IsADirectoryError(21, "it is a directory")
+            existed = target.exists()
+            with open(target, "a", encoding="utf-8"):
+                pass
+            if not existed:
+                os.remove(target)
+        except OSError as exc:
+            raise pytest.UsageError(
+                f"--conformance-report {path}: cannot write {target} ({exc.strerror or exc})"
+            ) from None

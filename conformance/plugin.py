@@ -189,11 +189,16 @@ class _SupervisionHooks:
             and _targets_kit(config)
         ):
             config.option.numprocesses = 1
-        if hasattr(config.option, "maxworkerrestart") and config.option.maxworkerrestart is None:
+        if (
+            hasattr(config.option, "maxworkerrestart")
+            and config.option.maxworkerrestart is None
+            and _targets_kit(config)
+        ):
+            from conformance import checks  # noqa: F401 -- registers the checks
             from conformance.registry import CHECKS
 
-            # every check may crash its worker once; all of them still get a verdict
-            config.option.maxworkerrestart = str(len(CHECKS) + 2) if _targets_kit(config) else None
+            # Every check may crash its worker once, and all of them still get a verdict.
+            config.option.maxworkerrestart = str(2 * len(CHECKS))
         return (yield)
 
     @pytest.hookimpl(optionalhook=True)
@@ -227,23 +232,9 @@ class _SupervisionHooks:
 
 
 def _read_xfail_file(path: str, known: dict[str, Any]) -> dict[str, str]:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise pytest.UsageError(f"--xfail-file {path}: cannot read it ({exc.strerror})") from None
-    expected: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        check_id, _, reason = line.partition(" ")
-        if check_id not in known:
-            raise pytest.UsageError(
-                f"--xfail-file {path}, line {number}: no check has the ID {check_id!r} "
-                f"(pytest --list-checks prints them)"
-            )
-        expected[check_id] = reason.strip() or "listed in the xfail file"
-    return expected
+    from conformance.options import read_xfail_file  # checked there first, before anything runs
+
+    return read_xfail_file(path, known)
 
 
 @pytest.hookimpl(trylast=True)
@@ -359,7 +350,7 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         cluster = Cluster.current(timeout=2 * timeout + 30)
     from hypothesis import settings
 
-    config.stash[KIT_KEY] = Kit(
+    config.stash[KIT_KEY] = kit = Kit(
         impl=impl,
         spec=spec,
         contract=contract,
@@ -371,9 +362,11 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         profile=settings.get_current_profile_name(),
         replay=config.getoption("--case"),
         cluster=cluster,
-        call_log=call_log,
         crashed_gates=supervise.crashed_gates(workerinput),
     )
+    if call_log is not None:
+        call_log.catch_fatal_errors()
+        kit.runner.call_log, kit.runner.watch_timeout = call_log, timeout
     if workerinput is None:
         import jax
 
@@ -510,7 +503,8 @@ def _show_root_cause_once(report: pytest.TestReport, verdict: CheckVerdict, run_
     if verdict.status not in (Status.FAILED, Status.CRASHED) or not verdict.message:
         return
     lines = verdict.message.splitlines()
-    cause = tuple(line for line in lines[1:] if not line.lstrip().startswith("rerun:"))
+    # The same summary, expectation, outcome and hint: one cause, whatever the input.
+    cause = tuple(line for line in lines[1:] if line.lstrip().startswith(("expected:", "got:", "hint:")))
     summary = lines[0].split("] ", 1)[-1]
     seen: dict[tuple[str, ...], str] = run_report.__dict__.setdefault("_causes", {})
     first = seen.setdefault((summary, *cause), verdict.id)

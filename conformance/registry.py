@@ -7,6 +7,12 @@ strategy that draws its cases (``None`` for checks that run once), and
 which earlier checks' examples it may judge too (``reuse``).  Gate
 checks run first; when a gate fails, the checks behind it are skipped
 instead of repeating the same failure many times.
+
+A check may need several devices (``min_devices``, under the full contract:
+the seed contract is one device by definition).  On fewer it is "not
+applicable: needs N devices"; ``needs_devices`` is the one place that says so,
+before the check's strategy is built or its body runs.  ``domain`` says which
+single cases a ``--case`` replay of the check may bring.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from conformance.contract import Contract
 
@@ -45,6 +53,12 @@ class Check:
     examples: float = 1.0  # share of the profile's max_examples this check draws
     # Which examples of earlier checks this one may draw as well (see pool.py).
     reuse: Callable[[Any, Contract], bool] | None = None
+    min_devices: int = 1  # under the full contract; the seed contract is one device
+    # Which single cases a --case replay may bring (None: any case of the contract).
+    domain: Callable[[Case, Contract], bool] | None = None
+
+    def devices_needed(self, contract: Contract) -> int:
+        return 1 if contract is Contract.SEED else self.min_devices
 
 
 CHECKS: dict[str, Check] = {}
@@ -59,16 +73,76 @@ def check(
     gate: bool = False,
     examples: float = 1.0,
     reuse: Callable[[Any, Contract], bool] | None = None,
+    min_devices: int = 1,
+    domain: Callable[[Case, Contract], bool] | None = None,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register ``body`` under ``id`` (in definition order: gates come first)."""
+    """Register ``body`` under ``id`` (in definition order: gates come first).
+
+    ``domain`` defaults to ``reuse``: the examples a check may take over are
+    those its own strategy could have drawn.
+    """
+    if min_devices > 1 and gate:
+        raise ValueError(f"gate check {id!r} must run on one device")
 
     def register(body: Callable[..., None]) -> Callable[..., None]:
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
-        CHECKS[id] = Check(id, title, contracts, body, strategy, gate, examples, reuse)
+        CHECKS[id] = Check(
+            id,
+            title,
+            contracts,
+            _guard_body(id, body),
+            None if strategy is None else _guard_strategy(id, strategy),
+            gate,
+            examples,
+            reuse,
+            min_devices,
+            domain if domain is not None else reuse,
+        )
         return body
 
     return register
+
+
+def not_applicable(check_id: str, contract: Contract) -> str | None:
+    """Why the check cannot run here, if it cannot: the contract leaves it out, or too few devices."""
+    check = CHECKS[check_id]
+    if contract not in check.contracts:
+        return f"not applicable: {check_id} is not in the {contract.value} contract"
+    import jax  # the backend is up by the time a check runs
+
+    needed = check.devices_needed(contract)
+    available = len(jax.devices())
+    if available < needed:
+        return f"not applicable: needs {needed} devices, {available} available (--devices)"
+    return None
+
+
+def needs_devices(check_id: str, contract: Contract) -> None:
+    """Skip the check as not applicable if it needs more devices than there are."""
+    reason = not_applicable(check_id, contract)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _guard_body(check_id: str, body: Callable[..., None]) -> Callable[..., None]:
+    def guarded(kit: Any, case: Any) -> None:
+        needs_devices(check_id, kit.contract)
+        body(kit, case)
+
+    guarded.__name__ = guarded.__qualname__ = getattr(body, "__name__", check_id)
+    guarded.__doc__ = body.__doc__
+    return guarded
+
+
+def _guard_strategy(
+    check_id: str, strategy: Callable[[Contract], SearchStrategy[Any]]
+) -> Callable[[Contract], SearchStrategy[Any]]:
+    def guarded(contract: Contract) -> SearchStrategy[Any]:
+        needs_devices(check_id, contract)  # before the strategy asks for meshes there are no devices for
+        return strategy(contract)
+
+    return guarded
 
 
 def gates_for(contract: Contract) -> list[Check]:

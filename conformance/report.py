@@ -155,7 +155,7 @@ def headline(report: Report) -> str:
     verdict = report.verdict
     every = report.ordered()
     reached = sum(r.status in REACHED for r in every)
-    text = verdict.title
+    text = verdict.headline
     if verdict is RunVerdict.CONFORMING and report.xfails:
         listed = sum(r.status is Status.XFAILED for r in every)
         text += f", with {listed} expected failure(s) listed in --xfail-file"

@@ -33,8 +33,10 @@ without supervision, for debugging; ``--distributed`` runs are supervised by
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,6 +127,7 @@ class CallLog:
     """The worker's note of the call it is making, for the controller to read."""
 
     path: Path
+    _fault: Any = None  # faulthandler's file, open as long as the process lives
 
     def _write(self, entry: dict[str, Any]) -> None:
         entry["pid"] = os.getpid()
@@ -146,6 +149,24 @@ class CallLog:
 
     def end(self, check_id: str) -> None:
         self._write({"check": check_id})
+
+    def catch_fatal_errors(self) -> None:
+        """Python's own report of a fatal signal goes to a file beside the log, for the crash verdict."""
+        self._fault = self.path.with_suffix(".fault").open("w")
+        faulthandler.enable(file=self._fault, all_threads=False)
+
+
+def where_it_crashed(fault_text: str) -> str | None:
+    """The innermost frames of the crashed thread that are not the kit's, from faulthandler's report."""
+    blocks = [b for b in fault_text.split("\n\n") if "most recent call first" in b]
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', blocks[0] if blocks else "")
+    kit_dir = str(Path(__file__).resolve().parent)
+    mine = []
+    for filename, line, function in frames:  # innermost first
+        if filename.startswith(kit_dir) or "threading.py" in filename:
+            break
+        mine.append(f"{filename}, line {line}, in {function}")
+    return " <- ".join(mine[:3]) if mine else None
 
 
 def call_log_for(workerinput: dict[str, Any] | None) -> CallLog | None:
@@ -282,6 +303,10 @@ class Supervisor:
                 else "outside a call of the implementation (while the kit judged a result, or at exit)"
             )
             hint = next((h for name, h in _HINTS.items() if name in how), None)
+            with contextlib.suppress(OSError):
+                crashed_in = where_it_crashed((self.state_dir / f"{worker_id}.fault").read_text())
+                if crashed_in and in_call:
+                    where += f"\n  where:    {crashed_in}"
             if returncode is not None and returncode >= 0:
                 hint = (
                     "something called os._exit() or sys.exit() from a thread, or a library ended the "

@@ -54,7 +54,7 @@ class RunVerdict(str, enum.Enum):
         return {RunVerdict.CONFORMING: 0, RunVerdict.NOT_CONFORMING: 1, RunVerdict.PARTIAL: 2}[self]
 
     @property
-    def title(self) -> str:
+    def headline(self) -> str:
         return self.value.upper()
 
 

@@ -1,14 +1,26 @@
-"""Running the kit as a user does: ``python -m pytest conformance ...`` in a real process."""
+"""Running the kit as a user does: ``python -m pytest conformance ...`` in a real process.
+
+The kit's own tests read what a run concluded from its JSON report
+(``--conformance-report``, ``conformance/report-schema.json``), never from
+pytest's terminal lines: ``run_kit_report`` runs the suite with a report and
+returns it parsed, ``statuses`` and ``verdict`` read it.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+REPORT_OPTION = "--conformance-report"
+# A check with one of these statuses found the implementation broken.
+BROKEN = frozenset({"failed", "crashed"})
 
 
 def run_kit(
@@ -31,16 +43,65 @@ def run_kit(
     )
 
 
-def outcomes(output: str) -> dict[str, str]:
-    """check ID -> PASSED/FAILED/SKIPPED/XFAIL/XPASS/ERROR, from pytest's -v lines.
+def _report_path(args: tuple[str, ...], cwd: Path) -> Path | None:
+    """Where the JSON report of a run with ``args`` lands, if they name one (the last one wins)."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == REPORT_OPTION and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(REPORT_OPTION + "="):
+            found = arg.split("=", 1)[1]
+    if found is None:
+        return None
+    path = cwd / found  # an absolute ``found`` stays as it is
+    return path.with_suffix(".json") if path.suffix == ".md" else path
 
-    Plain runs print ``...::test_check[ID] PASSED``; pytest-xdist prints
-    ``[gw0] [ 50%] PASSED ...::test_check[ID]``.
+
+def read_report(path: Path) -> dict[str, Any] | None:
+    """The parsed JSON report at ``path``; None if the run wrote none."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def run_kit_report(
+    *args: str,
+    cwd: Path = ROOT,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    python: str = sys.executable,
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """``run_kit`` with a JSON report: the finished process and the report (None if none was written).
+
+    When ``args`` already ask for a report (``--conformance-report PATH``,
+    a ``.md`` PATH puts the JSON beside it), that one is read; otherwise the
+    run writes one to a temporary file.
     """
-    words = "PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR"
-    found = {}
-    for check_id, word in re.findall(rf"test_check\[([^\]]+)\] ({words})\b", output):
-        found[check_id] = word
-    for word, check_id in re.findall(rf"\] ({words}) \S*test_check\[([^\]]+)\]", output):
-        found[check_id] = word
-    return found
+    path = _report_path(args, cwd)
+    if path is not None:
+        if path.exists():
+            path.unlink()  # never read a report some earlier run left there
+        done = run_kit(*args, cwd=cwd, env=env, timeout=timeout, python=python)
+        return done, read_report(path)
+    with tempfile.TemporaryDirectory(prefix="kit-report-") as tmp:
+        path = Path(tmp) / "report.json"
+        done = run_kit(*args, REPORT_OPTION, str(path), cwd=cwd, env=env, timeout=timeout, python=python)
+        return done, read_report(path)
+
+
+def statuses(report: dict[str, Any]) -> dict[str, str]:
+    """check ID -> status ("passed", "failed", "crashed", "inconclusive", "xfailed", ...)."""
+    return {check["id"]: check["status"] for check in report["checks"]}
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """The run's verdict: "conforming", "not conforming" or "partial".
+
+    Reports that predate ``verdict.status`` carry only ``verdict.conforming``.
+    """
+    found = report["verdict"]
+    status = found.get("status")
+    if status is not None:
+        return str(status)
+    return "conforming" if found["conforming"] else "not conforming"

@@ -1,17 +1,22 @@
 """Mutation score of the conformance kit: does it kill every mutant and pass every alternate?
 
-    python tests/mutation_score.py [--profile default|ci|thorough] [-j 2] [NAME ...]
+    python tests/mutation_score.py [--profile default|ci|thorough] [-j 2] [--only NAME] [NAME ...]
 
 Runs the FULL conformance suite (no --check) once per module in
 tests/mutants/ (deliberately broken implementations, each of which must fail
 at least one check) and tests/alternates/ (correct implementations written
 differently, which must pass), and prints one line per module: killed or not,
 the checks that failed, and how many Hypothesis examples the first failing
-check took to fail (from the plug-in's summary table; '-' where it is not
-printed).  Mutants run without shrinking (tests/hypothesis_fast_fail.py;
-``--shrink`` to shrink), so that count is the examples it took to find one.
-Then ``killed N / M`` and ``false failures on alternates: K / L``.  The exit
-status is 0 only when every mutant is killed and no alternate fails.
+check took to fail ('-' where the run wrote no report).  Mutants run without
+shrinking (tests/hypothesis_fast_fail.py; ``--shrink`` to shrink), so that
+count is the examples it took to find one.  Then ``killed N / M`` and
+``false failures on alternates: K / L``.  The exit status is 0 only when
+every mutant is killed and no alternate fails.
+
+Every verdict is read from the run's JSON report (``--conformance-report``),
+never from its terminal output: a mutant is killed when some check's status
+is "failed" or "crashed"; an alternate fails when some check's is, or when
+its run does not end with exit status 0.
 
 A mutant module defines ``pjit_double``, a one-line docstring naming its
 defect and ``KILLED_BY = ("check.id", ...)``: the checks that name the
@@ -28,22 +33,24 @@ import argparse
 import ast
 import concurrent.futures
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):  # run as a script, python tests/mutation_score.py
+    sys.path.insert(0, str(ROOT))
+
+from tests.kit_process import BROKEN, REPORT_OPTION, read_report, statuses, verdict  # noqa: E402
+
 TESTS = ROOT / "tests"
 PROFILES = ("default", "ci", "thorough")
 RUN_TIMEOUT = 900.0  # seconds for one whole subprocess run
 FAST_FAIL_PLUGIN = "tests.hypothesis_fast_fail"
-_NODE = re.compile(r"test_check\[([^\]]+)\]")
-_FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) \S*::test_check\[([^\]]+)\]", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -96,33 +103,55 @@ def discover(kind: str) -> list[Subject]:
 
 @dataclass
 class Run:
-    """What one run of the conformance suite said."""
+    """What one run of the conformance suite said: its exit status, output and JSON report."""
 
     subject: Subject
     profile: str
     returncode: int
-    output: str
+    output: str  # for people (--verbose, test failures); nothing is read from it
     seconds: float
-    statuses: dict[str, str] = field(default_factory=dict)  # check id -> passed/failed/skipped/error
-    messages: dict[str, str] = field(default_factory=dict)  # check id -> failure or skip message
-    failed_lines: list[str] = field(default_factory=list)  # check ids from FAILED/ERROR summary lines
-    examples: dict[str, str] = field(default_factory=dict)  # check id -> examples, from the summary table
+    report: dict[str, Any] | None = None  # the --conformance-report JSON; None if none was written
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        """check id -> status: passed, failed, crashed, inconclusive, xfailed, not applicable, ..."""
+        return statuses(self.report) if self.report is not None else {}
+
+    @property
+    def messages(self) -> dict[str, str]:
+        """check id -> why: the failure, or the reason it was inconclusive or skipped."""
+        return {c["id"]: c["message"] for c in self.report["checks"]} if self.report is not None else {}
+
+    @property
+    def examples(self) -> dict[str, int]:
+        """check id -> the Hypothesis examples it ran."""
+        return {c["id"]: c["examples"] for c in self.report["checks"]} if self.report is not None else {}
+
+    @property
+    def verdict(self) -> str | None:
+        """conforming, not conforming or partial; None if the run wrote no report."""
+        return verdict(self.report) if self.report is not None else None
 
     @property
     def failed(self) -> list[str]:
-        ids = [c for c, s in self.statuses.items() if s in ("failed", "error")]
-        return ids + [c for c in self.failed_lines if c not in ids]
+        """The checks that found the implementation broken (failed or crashed), in report order."""
+        return [c for c, s in self.statuses.items() if s in BROKEN]
 
     @property
     def killed(self) -> bool:
-        return self.returncode != 0 and bool(self.failed)
+        return bool(self.failed)
+
+    @property
+    def false_failure(self) -> bool:
+        """For an alternate: some check failed or crashed, or the run did not pass."""
+        return bool(self.failed) or self.returncode != 0
 
 
 def command(
     subject: Subject,
     profile: str,
     checks: tuple[str, ...] = (),
-    junit: Path | None = None,
+    report: Path | None = None,
     fast_fail: bool | None = None,
 ) -> list[str]:
     """The run's command line.  ``fast_fail`` (default: for mutants) loads
@@ -148,8 +177,8 @@ def command(
         cmd += ["--check", check_id]
     if subject.call_timeout is not None:
         cmd += ["--call-timeout", f"{subject.call_timeout:g}"]
-    if junit is not None:
-        cmd.append(f"--junitxml={junit}")
+    if report is not None:
+        cmd += [REPORT_OPTION, str(report)]
     return cmd
 
 
@@ -161,52 +190,16 @@ def _environment() -> dict[str, str]:
     return env
 
 
-def _read_junit(path: Path, run: Run) -> None:
-    if not path.is_file():
-        return
-    try:
-        tree = ET.parse(path)
-    except ET.ParseError:
-        return
-    for case in tree.iter("testcase"):
-        match = _NODE.search(case.get("name", ""))
-        if match is None:
-            continue
-        check_id, status, message = match.group(1), "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            child = case.find(tag)
-            if child is not None:
-                status = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
-                message = child.get("message", "") or (child.text or "")
-                break
-        run.statuses[check_id] = status
-        run.messages[check_id] = message
-
-
-def _read_table(output: str, run: Run) -> None:
-    """The plug-in's Markdown summary: | check | status | examples | ... (if it prints one)."""
-    column = None
-    for line in output.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
-        if not cells:
-            continue
-        if "check" in cells and "examples" in cells:
-            column = cells.index("examples")
-            continue
-        if column is not None and len(cells) > column and cells[0].startswith("`"):
-            run.examples[cells[0].strip("`")] = cells[column]
-
-
 def run_conformance(
     subject: Subject, profile: str = "default", checks: tuple[str, ...] = (), fast_fail: bool | None = None
 ) -> Run:
     """Run the suite on ``subject`` in a subprocess (cwd: the repository root)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
-        junit = Path(tmp) / "junit.xml"
+        report = Path(tmp) / "report.json"
         start = time.perf_counter()
         try:
             done = subprocess.run(
-                command(subject, profile, checks, junit, fast_fail),
+                command(subject, profile, checks, report, fast_fail),
                 cwd=ROOT,
                 env=_environment(),
                 capture_output=True,
@@ -221,11 +214,8 @@ def run_conformance(
                 for p in (exc.stdout, exc.stderr)
             ]
             output = "".join(parts) + f"\n[the run took more than {RUN_TIMEOUT:g} s]"
-        run = Run(subject, profile, returncode, output, time.perf_counter() - start)
-        _read_junit(junit, run)
-    run.failed_lines = list(dict.fromkeys(_FAILED_LINE.findall(output)))
-    _read_table(output, run)
-    return run
+        seconds = time.perf_counter() - start
+        return Run(subject, profile, returncode, output, seconds, read_report(report))
 
 
 # ---------------------------------------------------------------------------
@@ -240,9 +230,9 @@ def _line(run: Run) -> str:
         if run.killed and subject.killed_by and subject.killed_by[0] not in failed:
             verdict = "killed*"  # killed, but not by its primary check
     else:
-        verdict = "FAILED" if failed or run.returncode != 0 else "ok"
+        verdict = "FAILED" if run.false_failure else "ok"
     first = failed[0] if failed else None
-    examples = run.examples.get(first, "-") if first else "-"
+    examples = str(run.examples[first]) if first in run.examples else "-"
     checks = ", ".join(failed) if failed else "-"
     return f"{subject.name:<30} {verdict:<9} {examples:>8} {run.seconds:6.1f}s  {checks}"
 
@@ -268,13 +258,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print the output's tail for survivors and failing alternates",
     )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this mutant or alternate (repeatable; the same as naming it)",
+    )
     parser.add_argument("names", nargs="*", help="only these mutants/alternates (default: all)")
     args = parser.parse_args(argv)
 
     subjects = discover("mutants") + discover("alternates")
-    if args.names:
-        subjects = [s for s in subjects if s.name in args.names]
-        missing = set(args.names) - {s.name for s in subjects}
+    names = [*args.names, *args.only]
+    if names:
+        subjects = [s for s in subjects if s.name in names]
+        missing = set(names) - {s.name for s in subjects}
         if missing:
             parser.error(f"no mutant or alternate called {', '.join(sorted(missing))}")
     print(
@@ -295,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     alternates = [r for r in runs.values() if r.subject.kind == "alternates"]
     killed = [r for r in mutants if r.killed]
     survivors = [r for r in mutants if not r.killed]
-    false_failures = [r for r in alternates if r.failed or r.returncode != 0]
+    false_failures = [r for r in alternates if r.false_failure]
     off_target = [r for r in killed if r.subject.killed_by and r.subject.killed_by[0] not in r.failed]
     print()
     if survivors:

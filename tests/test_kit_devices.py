@@ -162,3 +162,29 @@ def test_devices_0_is_a_usage_error(bg_run) -> None:
     errors = [line for line in bg_run.stderr.splitlines() if line.startswith("ERROR: ")]
     assert len(errors) == 1, bg_run
     assert "--devices must be at least 1, got 0" in errors[0], bg_run
+
+
+@pytest.mark.parametrize(
+    ("platforms", "error", "expected"),
+    [
+        (
+            "cuda",
+            AssertionError(),
+            "JAX's backend could not start for JAX_PLATFORMS=cuda: AssertionError (no device of that "
+            "platform was found); unset JAX_PLATFORMS to test on forced CPU devices",
+        ),
+        (
+            "tpu",
+            RuntimeError("Unable to initialize backend 'tpu': no TPU\nmore detail"),
+            "JAX's backend could not start for JAX_PLATFORMS=tpu: Unable to initialize backend 'tpu': "
+            "no TPU; unset JAX_PLATFORMS to test on forced CPU devices",
+        ),
+    ],
+)
+def test_a_backend_that_cannot_start_is_one_line_with_a_hint(
+    monkeypatch: pytest.MonkeyPatch, platforms: str, error: Exception, expected: str
+) -> None:
+    from conformance.devices import _backend_failure
+
+    monkeypatch.setenv("JAX_PLATFORMS", platforms)
+    assert _backend_failure(error) == expected

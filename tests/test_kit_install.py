@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit_process import ROOT, outcomes, run_kit
+from tests.kit_process import ROOT, run_kit, run_kit_report, statuses, verdict
 
 GOOD = '''
 """A third-party implementation: one jitted function per mesh."""
@@ -99,28 +99,33 @@ def test_the_kit_is_imported_from_the_venv(venv: Path, tmp_path: Path) -> None:
 
 def test_installed_kit_passes_a_conforming_package(venv: Path, tmp_path: Path) -> None:
     project = _project(tmp_path, GOOD)
-    done = run_kit(
+    done, report = run_kit_report(
         "--pyargs",
         "conformance",
         "--impl",
         "mypkg:pjit_double",
         "--conformance-report",
-        "out.json",
+        "out.json",  # relative: written in the project, where the user runs pytest
         cwd=project,
         python=str(venv),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert set(outcomes(done.stdout).values()) == {"PASSED"}
-    assert '"version": "1.2.3"' in (project / "out.json").read_text()  # the implementation's version
+    assert report is not None, done.stdout[-3000:]
+    assert verdict(report) == "conforming"
+    assert set(statuses(report).values()) == {"passed"}
+    assert report["implementation"]["version"] == "1.2.3"  # the implementation's version
 
 
 def test_installed_kit_fails_a_broken_package(venv: Path, tmp_path: Path) -> None:
     project = _project(tmp_path, BAD)
-    done = run_kit("--pyargs", "conformance", "--impl", "mypkg:pjit_double", cwd=project, python=str(venv))
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", "mypkg:pjit_double", cwd=project, python=str(venv)
+    )
     assert done.returncode == 1, done.stdout[-3000:]
-    found = outcomes(done.stdout)
-    assert found["layout.default-device"] == "FAILED"
-    assert found["values.float32"] == "PASSED"
+    assert report is not None and verdict(report) == "not conforming", done.stdout[-3000:]
+    found = statuses(report)
+    assert found["layout.default-device"] == "failed"
+    assert found["values.float32"] == "passed"
     assert "result lies on device 7; the target is the first device" in done.stdout
 
 

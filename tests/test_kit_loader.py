@@ -252,11 +252,22 @@ def test_choose_spec_prefers_the_option_then_the_environment_then_the_reference(
     monkeypatch.delenv(ENV_VAR, raising=False)
     assert choose_spec(None) == DEFAULT_SPEC
     assert choose_spec("cli:f") == "cli:f"
-    monkeypatch.setenv(ENV_VAR, "")
-    assert choose_spec(None) == DEFAULT_SPEC
     monkeypatch.setenv(ENV_VAR, "env:f")
     assert choose_spec(None) == "env:f"
     assert choose_spec("cli:f") == "cli:f"
+
+
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_an_empty_option_or_variable_is_an_error_not_the_reference(
+    monkeypatch: pytest.MonkeyPatch, empty: str
+) -> None:
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(ImplSpecError, match=r"^--impl is empty: give MODULE:ATTR"):
+        choose_spec(empty)
+    monkeypatch.setenv(ENV_VAR, empty)
+    with pytest.raises(ImplSpecError, match=rf"^{ENV_VAR} is set but empty: give MODULE:ATTR"):
+        choose_spec(None)
+    assert choose_spec("cli:f") == "cli:f"  # the option still comes first
 
 
 # ---------------------------------------------------------------------------

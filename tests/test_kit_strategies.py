@@ -458,3 +458,78 @@ def test_encode_decode_round_trips_wide_dtypes_odd_meshes_and_empty_vectors() ->
     ]
     for case in samples:
         _assert_same_case(case, decode(encode(case)))
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "not-a-token",
+        "",
+        encode(Case(np.arange(3, dtype=np.float32)))[:-8],  # cut short
+        __import__("base64").urlsafe_b64encode(__import__("zlib").compress(b'{"dtype": "float32"}')).decode(),
+    ],
+)
+def test_a_token_that_is_not_one_is_a_case_token_error(token: str) -> None:
+    from conformance.case import CaseTokenError, parse
+
+    with pytest.raises(CaseTokenError):
+        parse(token)
+
+
+def test_parse_needs_no_devices_and_decode_names_a_missing_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.case import CaseTokenError, parse
+
+    token = encode(Case(np.arange(4, dtype=np.float32), make_mesh([6, 1], (2,), ("data",)), "mesh"))
+    data = parse(token)
+    assert (data.mesh_ids, data.mesh_shape, data.mesh_axes, data.n) == ((6, 1), (2,), ("data",), 4)
+    monkeypatch.setattr(jax, "devices", lambda: list(jax.local_devices())[:3])
+    with pytest.raises(CaseTokenError, match=r"uses device 6, but the devices are \[0, 1, 2\]"):
+        decode(token)
+
+
+# ---------------------------------------------------------------------------
+# Device counts: each check declares the devices it needs
+
+
+def test_checks_declare_the_devices_they_need() -> None:
+    from conformance import checks  # noqa: F401 -- registers the checks
+    from conformance.registry import CHECKS
+
+    full = {
+        c.id: c.devices_needed(Contract.FULL) for c in CHECKS.values() if c.devices_needed(Contract.FULL) > 1
+    }
+    assert full == {"divisibility.error": 2, "divisibility.no-false-error": 4}
+    assert all(c.devices_needed(Contract.SEED) == 1 for c in CHECKS.values())
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_on_fewer_devices_strategies_draw_only_what_they_allow(
+    count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conformance import checks  # noqa: F401 -- registers the checks
+    from conformance.registry import CHECKS
+
+    few = list(jax.devices())[:count]
+    monkeypatch.setattr(jax, "devices", lambda: few)
+    allowed = {int(d.id) for d in few}
+    for check in CHECKS.values():
+        if check.strategy is None or Contract.FULL not in check.contracts:
+            continue
+        if check.devices_needed(Contract.FULL) > count:
+            with pytest.raises(pytest.skip.Exception, match=rf"^not applicable: needs \d devices, {count} "):
+                check.strategy(Contract.FULL)
+            continue
+        strategy = check.strategy(Contract.FULL)
+
+        @settings(max_examples=10, database=None, deadline=None, suppress_health_check=QUIET)
+        @given(strategy)
+        def only_allowed_devices(example: Any) -> None:
+            for case in getattr(example, "cases", (example,)):
+                used = set() if case.mesh is None else {int(d.id) for d in case.mesh.devices.flat}
+                if case.placement[0] == "device":
+                    used.add(case.placement[1])
+                elif case.placement[0] == "sharded":
+                    used.update(case.placement[1])
+                assert used <= allowed, case
+
+        only_allowed_devices()
