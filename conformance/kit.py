@@ -255,10 +255,11 @@ class Kit:
         local: BaseException | None = None
         inconclusive = None
         if self.runner.call_log is not None:  # what the watchdog names if a call of this example hangs
+            one = case if isinstance(case, Case) else None  # a group's calls are named by the check
             self.runner.label = (
                 self.check_id,
-                case.describe() if case is not None else "the check's own input (see its title)",
-                self.rerun_command(case),
+                one.describe() if one is not None else "the check's own inputs (see its title)",
+                self.rerun_command(one),
             )
         try:
             body()

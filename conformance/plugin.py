@@ -257,6 +257,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "`python -m pytest --pyargs conformance --impl ...` (or give the path of the installed "
             "conformance package)"
         )
+    _keep_hypothesis_out_of_the_working_directory()
     spec = loader.choose_spec(config.getoption("--impl"))
     if _supervised(config) and not hasattr(config, "workerinput"):
         _configure_controller(config, spec)
@@ -268,6 +269,22 @@ def pytest_configure(config: pytest.Config) -> None:
     # as long as the run: keep it out of every later garbage collection.
     gc.collect()
     gc.freeze()
+
+
+def _keep_hypothesis_out_of_the_working_directory() -> None:
+    """Hypothesis's files (example database, caches) go to the user's cache folder, not ./.hypothesis.
+
+    ``$HYPOTHESIS_STORAGE_DIRECTORY`` still wins; else ``$CONFORMANCE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/pjit-double-conformance/hypothesis``.  The ``ci``
+    profile keeps no example database at all.
+    """
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    root = os.environ.get("CONFORMANCE_CACHE_DIR") or os.path.join(cache, "pjit-double-conformance")
+    set_hypothesis_home_dir(os.path.join(root, "hypothesis"))
 
 
 def _new_report(config: pytest.Config, spec: str, impl_version: str | None, count: int) -> Any:
