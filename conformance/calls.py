@@ -128,6 +128,7 @@ class Runner:
             except BaseException as exc:  # noqa: BLE001 -- handed back to the caller
                 box.append((False, exc))
             done.set()
+            del fn, box, done  # the result lives as long as the caller keeps it, not until the next call
 
     def run(self, what: str, fn: Callable[[], Any]) -> Outcome:
         """Run ``fn`` on the worker; raise ImplementationHung past the timeout."""

@@ -10,6 +10,7 @@ ID says what is wrong.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import jax
@@ -119,6 +120,14 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
 
 def _check_values(kit: Any, case: Case, result: Any) -> None:
     """Values only: shape first (nothing to compare otherwise), dtype left to dtype.preserved."""
+    shape = getattr(result, "shape", None)
+    if isinstance(shape, tuple) and math.prod(shape) != case.n:  # before any copy of a result of any size
+        kit.fail(
+            "the result has the wrong shape, so its values cannot be compared",
+            case,
+            expected=f"shape ({case.n},)",
+            got=f"shape {shape}",
+        )
     got = _host(result, oracle.doubled(case.values))
     if got.shape != (case.n,) and got.size == case.n:
         got = got.reshape(case.n)  # the wrong shape is result.type's finding
@@ -451,8 +460,10 @@ def api_mesh_keyword(kit: Any, _: Case | None) -> None:
     for mesh_arg, mesh in calls_with:
         case = Case(_SMOKE.copy(), mesh, mesh_arg)
         _, outcome = kit.call(case)
-        if outcome.error is not None:
-            error = f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0]
+        error = None if outcome.error is None else f"{type(outcome.error).__name__}: {outcome.error}"
+        del outcome  # results may be huge: one alive at a time
+        if error is not None:
+            error = error.splitlines()[0]
             kit.fail(
                 "the call with the mesh keyword raised: `mesh` is not supported",
                 case,
@@ -493,6 +504,7 @@ def dtype_preserved(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
         _, result = kit.result(case, shared=True)
         got = np.dtype(result.dtype if hasattr(result, "dtype") else np.asarray(result).dtype)
+        del result  # results may be huge: one alive at a time
         if got != case.dtype:
             hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
             if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
@@ -532,8 +544,7 @@ def values_float32(kit: Any, case: Case) -> None:
 )
 def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
-        _, result = kit.result(case, shared=True)
-        _check_values(kit, case, result)
+        _check_values(kit, case, kit.result(case, shared=True)[1])
 
 
 # ---------------------------------------------------------------------------
@@ -566,8 +577,8 @@ def layout_mesh(kit: Any, case: Case) -> None:
         # in either position, and the layout must follow it there too.
         swapped = Mesh(case.mesh.devices.T, tuple(reversed(case.mesh.axis_names)))
         other = dataclasses.replace(case, mesh=swapped)
-        _, result = kit.result(other, shared=True)
-        _check_layout(kit, other, result)
+        del result  # results may be huge: one alive at a time
+        _check_layout(kit, other, kit.result(other, shared=True)[1])
 
 
 @check(
@@ -733,7 +744,7 @@ def jit_shardings(kit: Any, case: Case) -> None:
 )
 def hygiene_input_intact(kit: Any, example: Case | _Group) -> None:
     for case in _each(example):
-        x, _ = kit.call(case, shared=True)  # x must be intact whether the call returns or raises
+        x = kit.call(case, shared=True)[0]  # x must be intact whether the call returns or raises
         _assert_intact(kit, case, x)
 
 
@@ -768,7 +779,9 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
     _, first = kit.result(case)
     if not _is_right(case, first):
         return  # a wrong first result is another check's finding; staleness needs a right one
+    result: Any = None
     for later in follow_ups:
+        result = None  # results may be huge: the previous one is dropped before the next call
         _, result = kit.result(later)  # an exception here fails the check: the first call did not raise
         if not isinstance(result, jax.Array) or result.shape != (later.n,):
             continue  # not the earlier result (that has this shape): result.type's finding
@@ -888,6 +901,7 @@ def inputs_placements(kit: Any, example: Case | _Group) -> None:
         if outcome.error is not None:
             return  # it raises for the plainest input too: not about placements
         base_right = _is_right(base, outcome.result)
+        del outcome  # results may be huge: one alive at a time
     for case in cases:
         if case is base:
             continue
@@ -895,6 +909,7 @@ def inputs_placements(kit: Any, example: Case | _Group) -> None:
         if base_right:
             _check_values(kit, case, result)
             _check_layout(kit, case, result)
+        del result
 
 
 @check(
@@ -918,6 +933,7 @@ def compile_once(kit: Any, case: Case) -> None:
         if outcome.error is not None:
             kit.fail_raised(later, outcome.error)
         compiles.append(outcome.compiles)
+        del outcome  # results may be huge: one alive at a time
     if all(compiles):
         kit.fail(
             "later calls with the same shape, dtype and mesh compiled again",

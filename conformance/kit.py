@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import time
+import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -266,6 +267,10 @@ class Kit:
         except Inconclusive as why:
             inconclusive = str(why)
         except (Exception, ImplementationHung) as error:
+            # Hypothesis keeps every failing example's exception until the check ends,
+            # and with it every frame's locals: results of any size.  Keep the frames
+            # (for the traceback), not their locals.
+            traceback.clear_frames(error.__traceback__)
             local = error
         if self.cluster is None:
             if local is not None:

@@ -121,8 +121,12 @@ def first_mismatch(x: np.ndarray, got: np.ndarray) -> Mismatch | None:
     """Compare ``got`` with the doubled ``x``; ``None`` when every element passes.
 
     ``got`` must already have the input's dtype and shape: those are judged by
-    checks of their own, so that each defect is named once.
+    checks of their own, so that each defect is named once.  (The oracle makes
+    several copies of ``got``: a result of another size, which can be of any
+    size, never gets here.)
     """
+    if got.shape != x.shape:
+        raise ValueError(f"judge the shape first: the result has shape {got.shape}, the input {x.shape}")
     ok = element_ok(x, got)
     bad = np.flatnonzero(~ok)
     if bad.size == 0:

@@ -16,13 +16,32 @@ per check:
   ``earlier`` is every example so far that the check's ``reuse`` predicate
   accepts.  Fresh examples come first, so Hypothesis shrinks towards them.
 
-The pool lives as long as the session (per pytest-xdist worker); the inputs
-are at most a few thousand elements, so keeping them costs little memory.
+Memory is bounded, whatever the implementation returns.  The pool lives as
+long as the session (per pytest-xdist worker) and keeps every example (host
+inputs of at most a few thousand elements) and every key, but calls'
+``(x, outcome)`` only while their total size stays within ``budget`` bytes
+(64 MiB): the least recently used are dropped first, and a call bigger than
+the budget is never kept.  A check that asks for a dropped call gets a new
+call of the same input (counted like any call: the check's ``calls`` in the
+report, and ``Pool.recalls`` here).  One call per distinct input is an
+optimisation, not a contract: a correct implementation's results are a few
+KiB and are never dropped in a default run; a wrong one returning 10**8
+elements costs a call per check instead of the run's memory.
+
+A dropped result must give its memory back, too: ``return_large_blocks``
+makes glibc's malloc hand every block of 1 MiB or more straight back to the
+system when it is freed (left to itself, it raises that threshold up to
+32 MiB as large blocks are freed and keeps later ones in its arenas: a run
+on results of 10**8 elements ended holding 0.7 GB more that no array held,
+and peaked at 2.3 GB instead of 1.5 GB).
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +50,23 @@ from hypothesis import strategies as st
 
 from conformance.calls import Outcome
 from conformance.case import Case, device_ids
+
+BUDGET = 64 * 2**20  # bytes of kept calls' inputs and results
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number, glibc's malloc.h
+_allocator_set = False
+
+
+def return_large_blocks(threshold: int = 2**20) -> bool:
+    """Have malloc return blocks of ``threshold`` bytes or more to the system when
+    freed (once per process); False where the C library has no glibc ``mallopt``."""
+    global _allocator_set
+    if not _allocator_set:
+        try:
+            mallopt = ctypes.CDLL(None).mallopt
+        except (OSError, AttributeError):
+            return False
+        _allocator_set = bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+    return _allocator_set
 
 
 def key(case: Case) -> tuple[Any, ...]:
@@ -41,22 +77,76 @@ def key(case: Case) -> tuple[Any, ...]:
     return (str(case.dtype), case.n, digest, where, case.mesh_arg, tuple(case.placement))
 
 
+def size_of(value: Any) -> int:
+    """Bytes ``value`` holds, without touching its elements (an estimate past arrays).
+
+    A jax.Array counts every addressable shard (a replicated result holds one
+    copy per device); anything with ``nbytes`` counts that; a list or tuple
+    counts its items (those with ``nbytes`` exactly, the rest as 32 bytes each).
+    """
+    shards = getattr(value, "addressable_shards", None)
+    if shards is not None:
+        try:
+            return max(sum(int(s.data.nbytes) for s in shards), int(value.nbytes))
+        except Exception:  # noqa: BLE001 -- a deleted array, a tracer: fall through
+            pass
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(value, (list, tuple)):
+        items = value if len(value) <= 16 else ()
+        return sys.getsizeof(value) + (sum(size_of(v) for v in items) if items else 32 * len(value))
+    return sys.getsizeof(value)
+
+
+def call_size(x: Any, outcome: Outcome) -> int:
+    """What keeping one call costs: its input and its result."""
+    return size_of(x) + size_of(outcome.result)
+
+
 @dataclass
 class Pool:
-    observed: dict[tuple[Any, ...], tuple[Any, Outcome]] = field(default_factory=dict)
+    budget: int = BUDGET
     examples: list[Any] = field(default_factory=list)  # Cases and groups, in the order first seen
+    calls: int = 0  # calls made through observe
+    recalls: int = 0  # of those, calls of an input whose earlier call was dropped
+    kept_bytes: int = 0  # size of the calls kept now, at most ``budget``
+    _kept: OrderedDict[tuple[Any, ...], tuple[Any, Outcome, int]] = field(default_factory=OrderedDict)
+    _called: set[tuple[Any, ...]] = field(default_factory=set)  # keys called at least once
     _keys: set[Any] = field(default_factory=set)
 
+    def __post_init__(self) -> None:
+        return_large_blocks()
+
     def observe(self, case: Case, call: Callable[[Case], tuple[Any, Outcome]]) -> tuple[Any, Outcome, bool]:
-        """``(x, outcome, shared)``: the call's, made now or by an earlier check."""
+        """``(x, outcome, shared)``: the call's, made now or (``shared``) by an earlier check."""
         k = key(case)
-        hit = self.observed.get(k)
+        hit = self._kept.get(k)
         if hit is not None:
+            self._kept.move_to_end(k)
             return hit[0], hit[1], True
         x, outcome = call(case)
-        self.observed[k] = (x, outcome)
+        self.calls += 1
+        if k in self._called:
+            self.recalls += 1
+        self._called.add(k)
+        self._keep(k, x, outcome)
         self.remember(case)
         return x, outcome, False
+
+    def is_kept(self, case: Case) -> bool:
+        """Whether a call of ``case`` is kept now (a check asking for it gets it without a call)."""
+        return key(case) in self._kept
+
+    def _keep(self, k: tuple[Any, ...], x: Any, outcome: Outcome) -> None:
+        size = call_size(x, outcome)
+        if size > self.budget:
+            return  # never kept: the check holding it drops it when done
+        self._kept[k] = (x, outcome, size)
+        self.kept_bytes += size
+        while self.kept_bytes > self.budget:
+            _, (_, _, dropped) = self._kept.popitem(last=False)
+            self.kept_bytes -= dropped
 
     def remember(self, example: Any) -> None:
         """Offer ``example`` (a Case or a group of them) to later checks."""

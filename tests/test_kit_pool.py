@@ -12,12 +12,13 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from conformance.calls import Outcome
 from conformance.case import Case, make_input, make_mesh
-from conformance.pool import Pool, key
+from conformance.pool import Pool, key, size_of
 
 BASE = Case(np.arange(8, dtype=np.float32))
 
@@ -109,3 +110,89 @@ def test_inputs_never_alias_the_cases_values() -> None:
         for shard in x.addressable_shards:
             pointer = shard.data.unsafe_buffer_pointer()
             assert not start <= pointer < start + case.values.nbytes, placement
+
+
+def _sized_call(nbytes: int) -> tuple[list[Case], Any]:
+    """Calls whose results hold ``nbytes`` bytes each: the case's values doubled, then padded."""
+    made: list[Case] = []
+
+    def call(case: Case) -> tuple[Any, Outcome]:
+        made.append(case)
+        result = np.zeros(max(nbytes // case.values.itemsize, case.n), case.dtype)
+        result[: case.n] = case.values * 2
+        return case.values.copy(), Outcome(result=result)
+
+    return made, call
+
+
+def test_calls_are_kept_within_the_budget_least_recently_used_dropped_first() -> None:
+    pool = Pool(budget=10_000)
+    made, call = _sized_call(3000)  # each call keeps 3000 bytes of result + 32 bytes of input
+    cases = [Case(np.arange(8, dtype=np.float32) + i) for i in range(4)]
+    for case in cases[:3]:
+        pool.observe(case, call)
+    assert [pool.is_kept(c) for c in cases[:3]] == [True, True, True]
+    assert pool.kept_bytes == 3 * (3000 + 32) <= pool.budget
+    pool.observe(cases[0], call)  # a hit: cases[0] is now the most recently used
+    pool.observe(cases[3], call)  # past the budget: cases[1], the least recently used, goes
+    assert [pool.is_kept(c) for c in cases] == [True, False, True, True]
+    assert pool.kept_bytes <= pool.budget
+    assert (len(made), pool.calls, pool.recalls) == (4, 4, 0)
+    _, outcome, shared = pool.observe(cases[1], call)  # dropped: called again, and counted
+    assert not shared and made[-1] is cases[1] and (pool.calls, pool.recalls) == (5, 1)
+    assert np.array_equal(outcome.result[:8], cases[1].values * 2)
+    assert pool.is_kept(cases[1]) and pool.kept_bytes <= pool.budget
+
+
+def test_a_call_bigger_than_the_budget_is_never_kept() -> None:
+    pool = Pool(budget=10_000)
+    made, call = _sized_call(20_000)
+    first = pool.observe(BASE, call)
+    assert first[1].result.nbytes == 20_000 and not first[2]
+    assert not pool.is_kept(BASE) and pool.kept_bytes == 0
+    second = pool.observe(BASE, call)  # asked again: a new call, not the first one's result
+    assert len(made) == 2 and not second[2] and second[1] is not first[1]
+    assert (pool.calls, pool.recalls) == (2, 1)
+    # Its example is still offered to later checks: only the result is dropped.
+    assert pool.examples == [BASE] and pool.is_earlier(BASE)
+
+
+def test_size_of_counts_bytes_without_touching_elements() -> None:
+    assert size_of(np.zeros(1000, np.float64)) == 8000
+    assert size_of(None) < 100
+    assert size_of([np.zeros(10, np.int8)] * 3) >= 30
+    assert size_of(list(range(10**5))) >= 32 * 10**5  # estimated, not summed
+    x = make_input(dataclasses.replace(BASE, placement=("sharded", (0, 1), "replicated")))
+    assert size_of(x) == 2 * BASE.values.nbytes  # one copy per device
+
+
+def test_a_dropped_result_is_judged_again_with_the_same_verdict() -> None:
+    """The kit on a wrong implementation, with a budget smaller than any result: every
+    check that asks for the same input calls again, and fails the same way."""
+    import jax
+
+    from conformance import checks  # noqa: F401 -- registers the checks
+    from conformance.calls import Runner
+    from conformance.contract import Contract
+    from conformance.kit import Kit
+    from conformance.registry import CHECKS, CheckFailure
+
+    def padded(x: Any, *, mesh: Any = None) -> Any:
+        return jax.numpy.concatenate([x + x, jax.numpy.zeros(64, x.dtype)])
+
+    case = Case(np.arange(8, dtype=np.float32))
+    verdicts = []
+    for budget in (2**20, 0):
+        kit = Kit(padded, "padded", Contract.SEED, 8, Runner(timeout=60), pool=Pool(budget=budget))
+        messages = []
+        for check_id in ("result.type", "values.float32", "result.type"):
+            kit.check_id = check_id
+            with pytest.raises(CheckFailure) as failure:
+                CHECKS[check_id].body(kit, case)
+            messages.append(str(failure.value).splitlines()[:4])
+        verdicts.append((messages, kit.runner.stats.calls, kit.pool.calls, kit.pool.recalls))
+    kept, dropped = verdicts
+    assert kept[0] == dropped[0]  # the same failures, message for message
+    assert "wrong shape" in kept[0][0][0] and "shape (72,)" in kept[0][0][3]
+    assert kept[1:] == (1, 1, 0)  # one call, shared by the three checks
+    assert dropped[1:] == (3, 3, 2)  # one call per check: every result was dropped

@@ -150,3 +150,24 @@ def test_ctrl_c_gives_a_partial_verdict_and_leaves_nothing_behind(tmp_path: Path
     assert "passed" in statuses(report).values()
     assert "PARTIAL" in output and "CONFORMING**" not in output.replace("NOT CONFORMING", "")
     assert not _left_behind(mark)
+
+
+def test_a_huge_wrong_result_fails_without_exhausting_memory() -> None:
+    """Every result is 10**8 elements: the checks fail on it, and no process of the run passes 2 GB."""
+    measure = (
+        "import resource, subprocess, sys; "
+        "done = subprocess.run(sys.argv[1:]); "
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance", "-q"]
+    argv += ["--impl", "tests/hostile/huge_result.py:pjit_double"]
+    for check_id in ("call.smoke", "result.type", "values.float32", "layout.mesh"):
+        argv += ["--check", check_id]
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "CONFORMANCE_IMPL")}
+    done = subprocess.run(
+        [sys.executable, "-c", measure, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    returncode, peak_kib = map(int, done.stdout.strip().splitlines()[-1].split())
+    assert returncode == 1, done.stdout[-3000:]
+    assert "[result.type]" in done.stdout and "shape (100000320,)" in done.stdout
+    assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**10:.0f} MiB"

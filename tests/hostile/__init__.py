@@ -1,5 +1,6 @@
 """Hostile implementations: each ends, wedges or floods the process that calls it.
 
 The kit must still give a verdict for each (tests/test_kit_supervision.py).
-They wrap the bundled reference, so every check before the hostile input passes.
+Most wrap the bundled reference and turn hostile only on longer vectors, so the gates pass
+and the checks after them meet the hostile call; `huge_result` is wrong on every call.
 """
