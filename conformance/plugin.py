@@ -37,6 +37,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 KIT_KEY = pytest.StashKey[Any]()
 REPORT_KEY = pytest.StashKey[Any]()
 SUPERVISOR_KEY = pytest.StashKey[Any]()
+PROBE_KEY = pytest.StashKey[Any]()
 XFAIL_KEY = pytest.StashKey[dict[str, str]]()
 
 
@@ -139,10 +140,6 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
         print_checks()
         return 0
-    if _targets_kit(config):
-        from conformance import options
-
-        options.validate(config)
     return None
 
 
@@ -165,6 +162,16 @@ def _collects_suite(config: pytest.Config) -> bool:
     return False
 
 
+def _supervised_after_xdist(config: pytest.Config) -> bool:
+    """Will pytest-xdist (whose own pytest_cmdline_main has not run yet) start workers?"""
+    if hasattr(config, "workerinput") or not hasattr(config.option, "numprocesses"):
+        return False
+    if config.getoption("--list-checks") or config.getoption("collectonly", False):
+        return False
+    n = config.option.numprocesses
+    return bool(n) or bool(getattr(config.option, "tx", None)) or getattr(config.option, "dist", "no") != "no"
+
+
 def _supervised(config: pytest.Config) -> bool:
     """Will the checks run in pytest-xdist workers that this process watches?"""
     return bool(getattr(config.option, "tx", None)) and getattr(config.option, "dist", "no") != "no"
@@ -175,6 +182,10 @@ class _SupervisionHooks:
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_cmdline_main(self, config: pytest.Config) -> Generator[None, Any, Any]:
+        if _targets_kit(config) and not config.getoption("--list-checks"):
+            from conformance import options
+
+            options.validate(config)  # every option, before anything runs
         # Before pytest-xdist reads -n: a run of the suite gets one worker to watch,
         # unless it asked for workers itself, for none (-n 0), or runs as one
         # process of a multi-process job (--distributed: conformance.launch watches).
@@ -189,6 +200,12 @@ class _SupervisionHooks:
             and _targets_kit(config)
         ):
             config.option.numprocesses = 1
+        if _targets_kit(config) and _supervised_after_xdist(config):
+            from conformance.supervise import Probe
+
+            # Load --impl in a child while this process starts up (it never loads it itself).
+            spec = loader.choose_spec(config.getoption("--impl"))
+            config.stash[PROBE_KEY] = Probe.start(spec, config.getoption("--devices"))
         if (
             hasattr(config.option, "maxworkerrestart")
             and config.option.maxworkerrestart is None
@@ -199,7 +216,12 @@ class _SupervisionHooks:
 
             # Every check may crash its worker once, and all of them still get a verdict.
             config.option.maxworkerrestart = str(2 * len(CHECKS))
-        return (yield)
+        try:
+            return (yield)
+        finally:
+            probe = config.stash.get(PROBE_KEY, None)
+            if probe is not None:
+                probe.cancel()  # a no-op once its result was read
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -314,10 +336,11 @@ def _new_report(config: pytest.Config, spec: str, impl_version: str | None, coun
 
 def _configure_controller(config: pytest.Config, spec: str) -> None:
     """The watching process: probe --impl in a child, start the watchdog; the workers run the checks."""
-    from conformance.supervise import Supervisor, probe
+    from conformance.supervise import Probe, Supervisor
 
     timeout = config.getoption("--call-timeout")
-    found = probe(spec, config.getoption("--devices"), timeout=max(60.0, timeout))
+    probe = config.stash.get(PROBE_KEY, None) or Probe.start(spec, config.getoption("--devices"))
+    found = probe.result(timeout=max(60.0, timeout))
     report = _new_report(config, spec, found.impl_version, found.devices)
     report.backend, report.device_kind, report.supervised = found.backend, found.device_kind, True
     supervisor = Supervisor(timeout=timeout)

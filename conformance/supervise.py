@@ -8,7 +8,7 @@ already notices a worker that dies, reports the test it was running as
 failed and starts a fresh worker for the remaining tests; this module adds
 what a conformance verdict needs on top of that:
 
-* **The probe** (``probe``): the controller never imports the
+* **The probe** (``Probe``): the controller never imports the
   implementation.  A short-lived child process makes the devices and loads
   ``--impl`` first, so that a bad spec, a backend that cannot start or an
   import that ends the process is one usage error before any worker starts.
@@ -68,34 +68,57 @@ class ProbeResult:
     device_kind: str
 
 
-def probe(spec: str, devices: int, timeout: float) -> ProbeResult:
-    """Make the devices and load ``spec`` in a child process; ``pytest.UsageError`` if that fails."""
-    argv = [sys.executable, "-m", "conformance.supervise", "probe", spec, str(devices)]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise pytest.UsageError(
-            f"--impl {spec}: loading it did not finish within {timeout:g} s (an import that waits forever?)"
-        ) from None
-    last = done.stdout.strip().splitlines()[-1:] or [""]
-    try:
-        answer = json.loads(last[0])
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise pytest.UsageError(
-            f"--impl {spec}: loading it ended the process ({describe_exit(done.returncode)}) before the kit "
-            f"could check anything; last line: {tail[0][:200]}"
+@dataclass
+class Probe:
+    """The probe's child process, started early so that it overlaps the controller's own start-up."""
+
+    spec: str
+    process: subprocess.Popen[str]
+
+    @classmethod
+    def start(cls, spec: str, devices: int) -> Probe:
+        argv = [sys.executable, "-m", "conformance.supervise", "probe", spec, str(devices)]
+        process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-    if "usage_error" in answer:
-        raise pytest.UsageError(str(answer["usage_error"]))
-    return ProbeResult(
-        impl_version=answer.get("impl_version"),
-        devices=int(answer["devices"]),
-        backend=str(answer["backend"]),
-        device_kind=str(answer["device_kind"]),
-    )
+        return cls(spec, process)
+
+    def result(self, timeout: float) -> ProbeResult:
+        """What the probe learned; ``pytest.UsageError`` (one line) if loading failed."""
+        spec = self.spec
+        try:
+            out, err = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(self.process.pid)
+            self.process.communicate()
+            raise pytest.UsageError(
+                f"--impl {spec}: loading it did not finish within {timeout:g} s "
+                f"(an import that waits forever?)"
+            ) from None
+        last = out.strip().splitlines()[-1:] or [""]
+        try:
+            answer = json.loads(last[0])
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            tail = err.strip().splitlines()[-1:] or ["no output"]
+            raise pytest.UsageError(
+                f"--impl {spec}: loading it ended the process ({describe_exit(self.process.returncode)}) "
+                f"before the kit could check anything; last line: {tail[0][:200]}"
+            )
+        if "usage_error" in answer:
+            raise pytest.UsageError(str(answer["usage_error"]))
+        return ProbeResult(
+            impl_version=answer.get("impl_version"),
+            devices=int(answer["devices"]),
+            backend=str(answer["backend"]),
+            device_kind=str(answer["device_kind"]),
+        )
+
+    def cancel(self) -> None:
+        if self.process.poll() is None:
+            kill_tree(self.process.pid)
+        self.process.communicate()
 
 
 def _probe_main(spec: str, count: int) -> int:
