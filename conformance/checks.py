@@ -29,6 +29,7 @@ from conformance.contract import (
     dtypes_in_domain,
     target_sharding,
 )
+from conformance.kit import one_line
 from conformance.registry import FULL_ONLY, Inconclusive, check
 
 # ---------------------------------------------------------------------------
@@ -633,7 +634,7 @@ def divisibility_error(kit: Any, case: Case) -> None:
             "the wrong exception for a length the data axis does not divide",
             case,
             expected="a ValueError (JAX's IndivisibleError is one)",
-            got=f"{type(outcome.error).__name__}: {outcome.error}".splitlines()[0][:300],
+            got=one_line(f"{type(outcome.error).__name__}: {outcome.error}"),
             hint="let JAX's own error through, or raise ValueError naming the length and axis size",
         )
     _assert_intact(kit, case, x)
@@ -672,7 +673,7 @@ def jit_shardings(kit: Any, case: Case) -> None:
         chain = jit_probe.output_chain(outcome.result)
     else:
         error = outcome.error
-        text = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+        text = one_line(f"{type(error).__name__}: {error}")
         if isinstance(error, TypeError) and "lowered and compiled" in str(error):
             raise Inconclusive(
                 f"jax.make_jaxpr cannot trace an ahead-of-time compiled executable "

@@ -28,7 +28,7 @@ from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for, 
 from conformance.verdict import CheckVerdict, Status
 
 
-def _one_line(text: str, limit: int = 600) -> str:
+def one_line(text: str, limit: int = 600) -> str:
     """The first line of ``text``; a long one ends at a sentence or word boundary, marked, never mid-word."""
     line = text.strip().splitlines()[0] if text.strip() else ""
     if len(line) <= limit:
@@ -119,7 +119,7 @@ class Kit:
         return x, outcome.result
 
     def fail_raised(self, case: Case, error: BaseException) -> NoReturn:
-        text = _one_line(f"{type(error).__name__}: {error}")
+        text = one_line(f"{type(error).__name__}: {error}")
         said = str(error).lower()
         hint = "it must return the doubled vector for every input in the contract's domain"
         if isinstance(error, TypeError) and "mesh" in said:
