@@ -285,8 +285,6 @@ def pytest_configure(config: pytest.Config) -> None:
         _configure_controller(config, spec)
     else:
         _configure_checks(config, spec)
-    if getattr(config.option, "dist", "no") == "load" and len(getattr(config.option, "tx", [])) > 1:
-        config.option.dist = "loadgroup"  # before the workers start: they get this mode too
     # JAX, XLA's bindings and the implementation make a large heap that lives
     # as long as the run: keep it out of every later garbage collection.
     gc.collect()
@@ -420,41 +418,10 @@ def _check_id(item: Any) -> str | None:
     return callspec.params.get("check_id") if callspec is not None else None
 
 
-# Under pytest-xdist, checks that share most of their inputs (pool.py) run in
-# one worker, in two groups of about equal cost; xdist's default "load" mode
-# becomes "loadgroup", which is "load" for everything without a group.
-_XDIST_FIRST_GROUP = frozenset(
-    {
-        "call.smoke",
-        "api.mesh-keyword",
-        "result.type",
-        "dtype.preserved",
-        "values.float32",
-        "values.all-dtypes",
-        "layout.default-device",
-        "layout.shards",
-        "hygiene.global-state",  # these two call again on inputs earlier checks ran:
-        "compile.once",  # the first group's are as good, and it has the lighter load
-    }
-)
-
-
-def _group_for_xdist(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In each worker: mark the checks with their group (the controller chose the mode)."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
-        return
-    for item in items:
-        check_id = _check_id(item)
-        if check_id is not None:
-            group = "conformance-1" if check_id in _XDIST_FIRST_GROUP else "conformance-2"
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if KIT_KEY not in config.stash:
         return
-    _group_for_xdist(config, items)
     wanted = set(config.getoption("--check"))
     if wanted:
         dropped = [i for i in items if _check_id(i) is not None and _check_id(i) not in wanted]

@@ -171,3 +171,26 @@ def test_a_huge_wrong_result_fails_without_exhausting_memory() -> None:
     assert returncode == 1, done.stdout[-3000:]
     assert "[result.type]" in done.stdout and "shape (100000320,)" in done.stdout
     assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**10:.0f} MiB"
+
+
+def test_two_watched_workers_survive_crashes_too() -> None:
+    """-n 2: each crash costs its check only; the remaining checks run in replacement workers."""
+    mark = uuid.uuid4().hex
+    done, report = run_kit_report(
+        "conformance",
+        "-n",
+        "2",
+        *SUBSET,
+        "--check",
+        "layout.mesh",
+        "--impl",
+        "tests/hostile/segfault.py:pjit_double",
+        env={"KIT_RUN_MARK": mark},
+        timeout=240,
+    )
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert report is not None and verdict(report) == "not conforming"
+    found = statuses(report)
+    assert found["call.smoke"] == "passed"
+    assert found["result.type"] == found["values.float32"] == found["layout.mesh"] == "crashed", found
+    assert not _left_behind(mark)
