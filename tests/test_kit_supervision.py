@@ -152,7 +152,7 @@ def test_ctrl_c_gives_a_partial_verdict_and_leaves_nothing_behind(tmp_path: Path
     assert not _left_behind(mark)
 
 
-def test_a_huge_wrong_result_fails_without_exhausting_memory() -> None:
+def test_a_huge_wrong_result_fails_without_exhausting_memory(tmp_path: Path) -> None:
     """Every result is 10**8 elements: the checks fail on it, and no process of the run passes 2 GB."""
     measure = (
         "import resource, subprocess, sys; "
@@ -160,7 +160,12 @@ def test_a_huge_wrong_result_fails_without_exhausting_memory() -> None:
         "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance", "-q"]
-    argv += ["--impl", "tests/hostile/huge_result.py:pjit_double"]
+    argv += [
+        "--impl",
+        "tests/hostile/huge_result.py:pjit_double",
+        "--conformance-report",
+        str(tmp_path / "r.json"),
+    ]
     for check_id in ("call.smoke", "result.type", "values.float32", "layout.mesh"):
         argv += ["--check", check_id]
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "CONFORMANCE_IMPL")}
@@ -170,6 +175,10 @@ def test_a_huge_wrong_result_fails_without_exhausting_memory() -> None:
     returncode, peak_kib = map(int, done.stdout.strip().splitlines()[-1].split())
     assert returncode == 1, done.stdout[-3000:]
     assert "[result.type]" in done.stdout and "shape (100000320,)" in done.stdout
+    assert "| `result.type` | failed |" in done.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert verdict(report) == "not conforming"
+    assert statuses(report)["result.type"] == statuses(report)["values.float32"] == "failed"
     assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**10:.0f} MiB"
 
 
