@@ -238,6 +238,12 @@ class _SupervisionHooks:
             supervisor.worker_ready(node)
 
     @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        supervisor = node.config.stash.get(SUPERVISOR_KEY, None)
+        if supervisor is not None:
+            supervisor.worker_down(node)
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
         """A worker died while running ``crashitem``: give that check its verdict."""
         config = _CONFIG.get("config")

@@ -284,6 +284,10 @@ class Supervisor:
     def worker_ready(self, node: Any) -> None:
         self._nodes[node.gateway.id] = node
 
+    def worker_down(self, node: Any) -> None:
+        """A worker ended: never act on its (stale) call log again, its pid may be reused."""
+        self._nodes.pop(node.gateway.id, None)
+
     def _read(self, worker_id: str) -> dict[str, Any]:
         try:
             return dict(json.loads((self.state_dir / f"{worker_id}.json").read_text()))
@@ -293,9 +297,13 @@ class Supervisor:
     def _watch(self) -> None:
         while not self._stop.wait(POLL_S):
             now = time.time()
-            for worker_id in list(self._nodes):
+            for worker_id, node in list(self._nodes.items()):
                 entry = self._read(worker_id)
-                if "deadline" in entry and now > entry["deadline"] + GRACE_S and worker_id not in self.hung:
+                if "deadline" not in entry or now <= entry["deadline"] + GRACE_S or worker_id in self.hung:
+                    continue
+                if internals.worker_pid(node) not in (None, entry["pid"]):
+                    continue  # not this worker's process: never signal a stranger
+                if internals.worker_returncode(node, wait=0) is None:
                     self.hung[worker_id] = entry
                     kill_tree(int(entry["pid"]))
 
