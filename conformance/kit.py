@@ -312,6 +312,9 @@ class Kit:
         assert check.strategy is not None
         options = dict(PROFILES.get(self.profile, PROFILES["default"]))
         options["max_examples"] = max(1, round(options["max_examples"] * check.examples))
+        # One failure per check, the smallest: a verdict is one record, and an
+        # ExceptionGroup of several would hide the kit's message block.
+        options["report_multiple_bugs"] = False
         if self.cluster is not None:  # every process must draw the same examples
             options.update(derandomize=True, database=None)
         inconclusive: list[str] = []
