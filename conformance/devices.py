@@ -13,8 +13,10 @@ over ``--xla_force_host_platform_device_count`` and touches no other flag.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-import jax
+if TYPE_CHECKING:
+    import jax
 
 DEFAULT_DEVICES = 8
 
@@ -34,6 +36,8 @@ def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
 
     ``local=True`` (multi-process runs) counts this process's devices only.
     """
+    import jax  # here, not at import: a dormant plug-in must not cost a run JAX's import
+
     if count < 1:
         raise DeviceSetupError(f"--devices must be at least 1, got {count}")
     if not backend_started():

@@ -253,3 +253,33 @@ def test_an_option_is_one_usage_error_line_or_works(name: str, runs: Runs) -> No
     else:
         assert result.returncode == row.status, _show(result)
     assert re.search(row.pattern, output), _show(result)
+
+
+def test_contract_choices_are_the_contracts() -> None:
+    """--contract's choices are spelled out in plugin.py (importing Contract imports JAX): they agree."""
+    from conformance import plugin
+    from conformance.contract import Contract
+
+    seen: dict[str, dict[str, object]] = {}
+
+    class Group:
+        def addoption(self, name: str, **attrs: object) -> None:
+            seen[name] = attrs
+
+    class Parser:
+        def getgroup(self, *args: object) -> Group:
+            return Group()
+
+    class Manager:
+        def register(self, *args: object) -> None:
+            pass
+
+    plugin.pytest_addoption(Parser(), Manager())  # type: ignore[arg-type]
+    assert seen["--contract"]["choices"] == [c.value for c in Contract]
+
+
+def test_importing_the_plug_in_leaves_jax_unimported() -> None:
+    """A dormant plug-in (every other test run where the kit is installed) costs no JAX import."""
+    code = "import sys, conformance.plugin; print('jax' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stderr
