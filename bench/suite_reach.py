@@ -32,10 +32,48 @@ import tempfile
 import time
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 RECORD_ENV = "SUITE_REACH_RECORD"  # the folder each process of a run writes what it recorded to
+
+
+@dataclass
+class _Reach:
+    """What calls reached: recorded in each process of a run, merged in the parent."""
+
+    judged: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    combos: set[str] = field(default_factory=set)
+    lengths: set[int] = field(default_factory=set)
+    dtypes: set[str] = field(default_factory=set)
+    meshes: set[str] = field(default_factory=set)
+    specials: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    special_totals: dict[str, int] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "judged": {k: sorted(v) for k, v in self.judged.items()},
+            "combos": sorted(self.combos),
+            "lengths": sorted(self.lengths),
+            "dtypes": sorted(self.dtypes),
+            "meshes": sorted(self.meshes),
+            "specials": {k: sorted(v) for k, v in self.specials.items()},
+            "special_totals": self.special_totals,
+        }
+
+    def merge(self, record: dict[str, Any]) -> None:
+        for check_id, keys in record["judged"].items():
+            self.judged[check_id].update(keys)
+        self.combos.update(record["combos"])
+        self.lengths.update(record["lengths"])
+        self.dtypes.update(record["dtypes"])
+        self.meshes.update(record["meshes"])
+        for name, found in record["specials"].items():
+            self.specials[name].update(found)
+        self.special_totals.update(record["special_totals"])
+
+
 PLUGIN = Path(__file__).stem  # this module, loaded by the runs as a pytest plug-in (-p suite_reach)
 
 
@@ -55,13 +93,7 @@ def pytest_configure(config: Any) -> None:
     from conformance import kit as kit_module
     from conformance import strategies
 
-    judged: dict[str, set[str]] = defaultdict(set)
-    combos: set[str] = set()
-    lengths: set[int] = set()
-    dtypes: set[str] = set()
-    meshes: set[str] = set()
-    specials: dict[str, set[int]] = defaultdict(set)
-    special_totals: dict[str, int] = {}
+    reach = _Reach()
     original = kit_module.Kit.call
 
     # Keys made here, not with conformance.pool.key: older checkouts have no pool.
@@ -70,36 +102,27 @@ def pytest_configure(config: Any) -> None:
         mesh = case.mesh
         where = None if mesh is None else (tuple(int(d.id) for d in mesh.devices.flat), mesh.devices.shape)
         digest = hashlib.blake2b(case.values.tobytes(), digest_size=8).hexdigest()
-        judged[self.check_id].add(
+        reach.judged[self.check_id].add(
             repr((str(case.dtype), case.n, digest, where, case.mesh_arg, case.placement))
         )
-        combos.add(repr((str(case.dtype), case.n, where)))
-        lengths.add(case.n)
-        dtypes.add(str(case.dtype))
-        meshes.add("default" if mesh is None else "x".join(str(s) for s in mesh.devices.shape))
+        reach.combos.add(repr((str(case.dtype), case.n, where)))
+        reach.lengths.add(case.n)
+        reach.dtypes.add(str(case.dtype))
+        reach.meshes.add("default" if mesh is None else "x".join(str(s) for s in mesh.devices.shape))
         parts = case.values.view(f"f{case.dtype.itemsize // 2}") if case.dtype.kind == "c" else case.values
         name = parts.dtype.name
         if name in ("float16", "bfloat16", "float32", "float64"):
             bits = parts.view(f"u{parts.dtype.itemsize}")
             wanted = np.unique(strategies.special_floats(parts.dtype).view(bits.dtype))
-            special_totals[name] = len(wanted)
-            specials[name].update(int(b) for b in np.intersect1d(bits, wanted))
+            reach.special_totals[name] = len(wanted)
+            reach.specials[name].update(int(b) for b in np.intersect1d(bits, wanted))
         return original(self, case, *args, **kwargs)
 
     def write() -> None:
-        if not judged:
+        if not reach.judged:
             return  # this process called nothing (the controller of a supervised run)
-        record = {
-            "judged": {k: sorted(v) for k, v in judged.items()},
-            "combos": sorted(combos),
-            "lengths": sorted(lengths),
-            "dtypes": sorted(dtypes),
-            "meshes": sorted(meshes),
-            "specials": {k: sorted(v) for k, v in specials.items()},
-            "special_totals": special_totals,
-        }
         path = Path(folder) / f"{os.getpid()}-{uuid.uuid4().hex}.json"
-        path.write_text(json.dumps(record))
+        path.write_text(json.dumps(reach.to_record()))
 
     kit_module.Kit.call = call  # type: ignore[method-assign]
     config.add_cleanup(write)
@@ -110,32 +133,17 @@ def pytest_configure(config: Any) -> None:
 
 def _merge(folder: Path) -> dict[str, Any]:
     """One run's records, from all its processes, as the counts the summary needs."""
-    judged: dict[str, set[str]] = defaultdict(set)
-    combos: set[str] = set()
-    lengths: set[int] = set()
-    dtypes: set[str] = set()
-    meshes: set[str] = set()
-    specials: dict[str, set[int]] = defaultdict(set)
-    special_totals: dict[str, int] = {}
+    reach = _Reach()
     for path in sorted(folder.glob("*.json")):
-        record = json.loads(path.read_text())
-        for check_id, keys in record["judged"].items():
-            judged[check_id].update(keys)
-        combos.update(record["combos"])
-        lengths.update(record["lengths"])
-        dtypes.update(record["dtypes"])
-        meshes.update(record["meshes"])
-        for name, found in record["specials"].items():
-            specials[name].update(found)
-        special_totals.update(record["special_totals"])
+        reach.merge(json.loads(path.read_text()))
     return {
-        "per_check": {k: len(v) for k, v in judged.items()},
-        "inputs": len(set().union(*judged.values())) if judged else 0,
-        "combos": len(combos),
-        "lengths": len(lengths),
-        "dtypes": sorted(dtypes),
-        "meshes": sorted(meshes),
-        "specials": {k: [len(v), special_totals[k]] for k, v in specials.items()},
+        "per_check": {k: len(v) for k, v in reach.judged.items()},
+        "inputs": len(set().union(*reach.judged.values())) if reach.judged else 0,
+        "combos": len(reach.combos),
+        "lengths": len(reach.lengths),
+        "dtypes": sorted(reach.dtypes),
+        "meshes": sorted(reach.meshes),
+        "specials": {k: [len(v), reach.special_totals[k]] for k, v in reach.specials.items()},
     }
 
 

@@ -10,8 +10,9 @@ instead of repeating the same failure many times.
 
 A check may need several devices (``min_devices``, under the full contract:
 the seed contract is one device by definition).  On fewer it is "not
-applicable: needs N devices"; ``needs_devices`` is the one place that says so,
-before the check's strategy is built or its body runs.  ``domain`` says which
+applicable: needs N devices"; ``not_applicable`` is the one place that says so
+(``Kit.run_check`` asks it before anything runs, and a check's strategy,
+built by anyone else, refuses too).  ``domain`` says which
 single cases a ``--case`` replay of the check may bring.
 """
 
@@ -91,7 +92,7 @@ def check(
             id,
             title,
             contracts,
-            _guard_body(id, body),
+            body,
             None if strategy is None else _guard_strategy(id, strategy),
             gate,
             examples,
@@ -123,16 +124,6 @@ def needs_devices(check_id: str, contract: Contract) -> None:
     reason = not_applicable(check_id, contract)
     if reason is not None:
         pytest.skip(reason)
-
-
-def _guard_body(check_id: str, body: Callable[..., None]) -> Callable[..., None]:
-    def guarded(kit: Any, case: Any) -> None:
-        needs_devices(check_id, kit.contract)
-        body(kit, case)
-
-    guarded.__name__ = guarded.__qualname__ = getattr(body, "__name__", check_id)
-    guarded.__doc__ = body.__doc__
-    return guarded
 
 
 def _guard_strategy(
