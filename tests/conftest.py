@@ -27,27 +27,13 @@ from pathlib import Path
 import pytest
 
 from conformance.devices import ensure_host_devices
+from tests.kit_process import child_env
 
 TEST_DEVICES = 8
 ensure_host_devices(TEST_DEVICES)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # found from this file, not from the cwd
 RUN_TIMEOUT_S = 240.0
-# Settings of the caller's shell that would change what a child process does.
-_SCRUBBED = (
-    "XLA_FLAGS",
-    "JAX_PLATFORMS",
-    "JAX_NUM_CPU_DEVICES",
-    "JAX_ENABLE_X64",
-    "CONFORMANCE_IMPL",
-    "PYTEST_ADDOPTS",
-    "PYTEST_PLUGINS",
-    "PYTEST_CURRENT_TEST",
-    "PYTEST_XDIST_WORKER",
-    "PYTEST_XDIST_WORKER_COUNT",
-    "PYTEST_XDIST_TESTRUNUID",
-    "HYPOTHESIS_PROFILE",
-)
 
 
 @dataclass(frozen=True)
@@ -68,14 +54,6 @@ class Run:
             f"$ {' '.join(self.argv)}\n-> exit {self.returncode}\n"
             f"--- stdout ---\n{self.stdout[-4000:]}\n--- stderr ---\n{self.stderr[-4000:]}"
         )
-
-
-def child_env(tmp: Path | None = None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
-    if tmp is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(tmp), *filter(None, [env.get("PYTHONPATH")])])
-    env.update(extra)
-    return env
 
 
 @dataclass

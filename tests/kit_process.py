@@ -18,6 +18,47 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Settings of the caller's shell that would change what a child process does.
+SCRUBBED = (
+    "XLA_FLAGS",
+    "JAX_PLATFORMS",
+    "JAX_NUM_CPU_DEVICES",
+    "JAX_ENABLE_X64",
+    "CONFORMANCE_IMPL",
+    "PYTEST_ADDOPTS",
+    "PYTEST_PLUGINS",
+    "PYTEST_CURRENT_TEST",
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_XDIST_TESTRUNUID",
+    "HYPOTHESIS_PROFILE",
+    # Hypothesis loads its `ci` profile when one of these is set (hypothesis/_settings.py,
+    # is_in_ci); a child of the kit's tests gets the default profile unless a test asks.
+    "CI",
+    "__TOX_ENVIRONMENT_VARIABLE_ORIGINAL_CI",
+    "TF_BUILD",
+    "bamboo.buildKey",
+    "BUILDKITE",
+    "CIRCLECI",
+    "CIRRUS_CI",
+    "CODEBUILD_BUILD_ID",
+    "GITHUB_ACTIONS",
+    "GITLAB_CI",
+    "HEROKU_TEST_RUN_ID",
+    "TEAMCITY_VERSION",
+)
+
+
+def child_env(tmp: Path | None = None, **extra: str) -> dict[str, str]:
+    """This process's environment without ``SCRUBBED``, with ``tmp`` first on
+    PYTHONPATH and ``extra`` on top."""
+    env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+    if tmp is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(extra)
+    return env
+
+
 REPORT_OPTION = "--conformance-report"
 # A check with one of these statuses found the implementation broken.
 BROKEN = frozenset({"failed", "crashed"})
@@ -30,9 +71,8 @@ def run_kit(
     timeout: float = 600,
     python: str = sys.executable,
 ) -> subprocess.CompletedProcess[str]:
-    """Run pytest on the conformance suite; ``CI`` is dropped so the default profile applies."""
-    full_env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "CONFORMANCE_IMPL")}
-    full_env.update(env or {})
+    """Run pytest on the conformance suite in ``child_env`` (so the default profile applies)."""
+    full_env = child_env(**(env or {}))
     return subprocess.run(
         [python, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-v", *args],
         cwd=cwd,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
-import os
 import subprocess
 import sys
 import tempfile
@@ -45,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __package__ in (None, ""):  # run as a script, python tests/mutation_score.py
     sys.path.insert(0, str(ROOT))
 
-from tests.kit_process import BROKEN, REPORT_OPTION, read_report, statuses, verdict  # noqa: E402
+from tests.kit_process import BROKEN, REPORT_OPTION, child_env, read_report, statuses, verdict  # noqa: E402
 
 TESTS = ROOT / "tests"
 PROFILES = ("default", "ci", "thorough")
@@ -183,11 +182,7 @@ def command(
 
 
 def _environment() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("CI", None)  # Hypothesis would pick its own CI settings; the profile is chosen explicitly
-    env.pop("CONFORMANCE_IMPL", None)
-    env.pop("PYTEST_ADDOPTS", None)
-    return env
+    return child_env()  # Hypothesis would pick its own CI settings; the profile is chosen explicitly
 
 
 def run_conformance(

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from conformance.case import Case, encode, make_mesh
-from tests.conftest import REPO_ROOT, child_env
+from tests.conftest import REPO_ROOT
+from tests.kit_process import child_env
 
 # Tokens of cases (the test process has 8 devices: conftest.py).
 F32 = encode(Case(np.arange(4, dtype=np.float32)))
@@ -57,8 +58,8 @@ def usage(*argv: str, error: str, env: dict[str, str] | None = None) -> Row:
     return Row(argv, 4, error, env or {})
 
 
-def works(*argv: str, output: str, status: int | None = 0) -> Row:
-    return Row((*IN_PROCESS, *argv), status, output, timeout=400)
+def works(*argv: str, output: str, status: int | None = 0, env: dict[str, str] | None = None) -> Row:
+    return Row((*IN_PROCESS, *argv), status, output, env or {}, timeout=400)
 
 
 ROWS: dict[str, Row] = {
@@ -132,6 +133,9 @@ ROWS: dict[str, Row] = {
         "--check", "layout.mesh", "--case", ON_MESH, output=r"test_check\[layout\.mesh\] PASSED", status=None
     ),
     # --hypothesis-profile
+    "profile-ci-where-ci-is-detected": works(
+        "--check", "call.smoke", output=r"profile `ci`, 8 devices", status=2, env={"CI": "true"}
+    ),
     "hypothesis-profile-unknown": usage(
         "--hypothesis-profile",
         "nope",

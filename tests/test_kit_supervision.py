@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.kit_process import ROOT, run_kit, run_kit_report, statuses, verdict
+from tests.kit_process import ROOT, child_env, run_kit, run_kit_report, statuses, verdict
 
 # Two checks behind the gates: the second shows that a fresh process ran it.
 SUBSET = ("--check", "call.smoke", "--check", "result.type", "--check", "values.float32")
@@ -120,8 +120,7 @@ def test_an_explicit_impl_without_the_suite_is_a_usage_error(tmp_path: Path) -> 
 def test_ctrl_c_gives_a_partial_verdict_and_leaves_nothing_behind(tmp_path: Path) -> None:
     mark = uuid.uuid4().hex
     report_path = tmp_path / "report.json"
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "CONFORMANCE_IMPL")}
-    env["KIT_RUN_MARK"] = mark
+    env = child_env(KIT_RUN_MARK=mark)
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance"]
     argv += ["--conformance-report", str(report_path)]
     proc = subprocess.Popen(
@@ -168,7 +167,7 @@ def test_a_huge_wrong_result_fails_without_exhausting_memory(tmp_path: Path) -> 
     ]
     for check_id in ("call.smoke", "result.type", "values.float32", "layout.mesh"):
         argv += ["--check", check_id]
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "CONFORMANCE_IMPL")}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-c", measure, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
