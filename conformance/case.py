@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import weakref
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,12 +24,18 @@ MeshArg = Literal["omit", "none", "mesh"]
 
 # Where the input lives before the call:
 #   ("uncommitted",)                 on the default device, not committed to it
-#   ("numpy",)                       a NumPy array
+#   ("numpy",)                       a NumPy array, contiguous and writeable
+#   ("numpy", form)                  a NumPy array as users also have them (NUMPY_FORMS)
 #   ("device", id)                   committed to one device
 #   ("sharded", (ids...), "split")   split over a 1-D mesh of those devices
 #   ("sharded", (ids...), "replicated")
+#   ("target",)                      committed in the target layout already (an earlier result)
 Placement = tuple[Any, ...]
 UNCOMMITTED: Placement = ("uncommitted",)
+TARGET: Placement = ("target",)
+# NumPy arrays as users have them: a view of every other element of a larger
+# buffer, a reversed view, non-native byte order, read-only.
+NUMPY_FORMS = ("strided", "reversed", "byteswapped", "readonly")
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,7 +92,16 @@ def describe_placement(placement: Placement) -> str:
     if kind == "uncommitted":
         return "uncommitted, on the default device (as jnp.asarray makes it)"
     if kind == "numpy":
-        return "a NumPy array"
+        form = placement[1] if len(placement) > 1 else ""
+        return {
+            "": "a NumPy array",
+            "strided": "a NumPy view of every other element of a larger array (x = a[::2])",
+            "reversed": "a reversed NumPy view (x = a[::-1])",
+            "byteswapped": "a NumPy array in non-native byte order (x.dtype.isnative is False)",
+            "readonly": "a read-only NumPy array (x.flags.writeable is False)",
+        }[form]
+    if kind == "target":
+        return "committed in the target layout already (as an earlier result is)"
     if kind == "device":
         return f"committed to device {placement[1]}"
     return f"committed {placement[2]} over devices {list(placement[1])}"
@@ -118,9 +134,13 @@ def make_input(case: Case) -> Any:
     host = case.values.copy()
     kind = case.placement[0]
     if kind == "numpy":
-        return host
+        return numpy_form(host, case.placement[1] if len(case.placement) > 1 else "")
     if kind == "uncommitted":
         return jax.device_put(host)
+    if kind == "target":
+        from conformance.contract import target_sharding
+
+        return jax.device_put(host, target_sharding(case.mesh))
     by_id = {int(d.id): d for d in jax.devices()}
     if kind == "device":
         return jax.device_put(host, by_id[case.placement[1]])
@@ -130,12 +150,69 @@ def make_input(case: Case) -> Any:
     return jax.device_put(host, NamedSharding(mesh, spec))
 
 
+def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
+    """``values`` (a fresh copy) as a NumPy array of the given form (``NUMPY_FORMS``, or "")."""
+    if form == "strided":
+        buffer = np.empty(2 * len(values), values.dtype)
+        buffer[::2] = values
+        buffer[1::2] = values[::-1] if len(values) else values  # other values between: reading them shows
+        return buffer[::2]
+    if form == "reversed":
+        return values[::-1].copy()[::-1]
+    if form == "byteswapped":
+        if values.dtype.itemsize > 1 and values.dtype.kind in "iufc":
+            return values.astype(values.dtype.newbyteorder())
+        return values  # one byte (or bfloat16, which has no swapped form): nothing to swap
+    if form == "readonly":
+        values.flags.writeable = False
+    return values
+
+
+# Long vectors are a block of TILE values repeated, with a few others written
+# over it (strategies.values): their tokens hold the block and those few.
+TILE = 509
+_MAX_EDITS = 256
+
+
+def _values_field(values: np.ndarray) -> dict[str, Any]:
+    n = len(values)
+    if n > 4 * TILE:
+        bits = np.ascontiguousarray(values).view(np.uint8).reshape(n, -1)
+        best: tuple[int, np.ndarray, np.ndarray] | None = None
+        for k in range(3):  # a block every position agrees with but for a few: one of the first three
+            block = values[k * TILE : (k + 1) * TILE]
+            tiled = np.resize(np.ascontiguousarray(block).view(np.uint8).reshape(TILE, -1), bits.shape)
+            edits = np.flatnonzero((bits != tiled).any(axis=1))
+            if best is None or len(edits) < best[0]:
+                best = (len(edits), block, edits)
+        assert best is not None
+        _, block, edits = best
+        if len(edits) <= _MAX_EDITS:
+            return {
+                "n": n,
+                "tile": base64.b64encode(block.tobytes()).decode(),
+                "edits": [[int(i), base64.b64encode(values[i : i + 1].tobytes()).decode()] for i in edits],
+            }
+    return {"values": base64.b64encode(values.tobytes()).decode()}
+
+
+_tokens: weakref.WeakKeyDictionary[Case, str] = weakref.WeakKeyDictionary()
+
+
 def encode(case: Case) -> str:
-    """A compact, copy-pasteable token for ``--case``."""
+    """A compact, copy-pasteable token for ``--case`` (made once per case: every call of an
+    example under supervision names it in the call log)."""
+    token = _tokens.get(case)
+    if token is None:
+        token = _tokens[case] = _encode(case)
+    return token
+
+
+def _encode(case: Case) -> str:
     mesh = case.mesh
     data = {
         "dtype": str(case.dtype),
-        "values": base64.b64encode(case.values.tobytes()).decode(),
+        **_values_field(case.values),
         "mesh": None
         if mesh is None
         else {"ids": device_ids(mesh), "shape": list(mesh.devices.shape), "axes": list(mesh.axis_names)},
@@ -192,8 +269,10 @@ def _placement(raw: Any) -> Placement:
     if not isinstance(raw, list) or not raw:
         raise CaseTokenError("its placement is not a list")
     kind = raw[0]
-    if kind in ("uncommitted", "numpy") and len(raw) == 1:
+    if kind in ("uncommitted", "numpy", "target") and len(raw) == 1:
         return (kind,)
+    if kind == "numpy" and len(raw) == 2 and raw[1] in NUMPY_FORMS:
+        return ("numpy", raw[1])
     if kind == "device" and len(raw) == 2 and type(raw[1]) is int and raw[1] >= 0:
         return ("device", raw[1])
     if kind == "sharded" and len(raw) == 3 and raw[2] in ("split", "replicated"):
@@ -204,25 +283,48 @@ def _placement(raw: Any) -> Placement:
     raise CaseTokenError(f"its placement {raw!r} is none the kit knows")
 
 
+def _array(text: Any, dtype: np.dtype) -> np.ndarray:
+    try:
+        raw = base64.b64decode(str(text), validate=True)
+    except ValueError:
+        raise CaseTokenError("its values are not base64") from None
+    if dtype.hasobject or not dtype.itemsize or len(raw) % dtype.itemsize:
+        raise CaseTokenError(f"its values are {len(raw)} bytes, not a whole number of {dtype} elements")
+    return np.frombuffer(raw, dtype=dtype).copy()
+
+
+def _values(data: dict[str, Any], dtype: np.dtype) -> np.ndarray:
+    if "values" in data:
+        return _array(data["values"], dtype)
+    n, edits = data["n"], data["edits"]
+    if type(n) is not int or not 0 <= n <= 2**24 or not isinstance(edits, list):
+        raise CaseTokenError("its long vector is not one the kit printed")
+    values = np.resize(_array(data["tile"], dtype), n)
+    for edit in edits:
+        if not (isinstance(edit, list) and len(edit) == 2 and type(edit[0]) is int and 0 <= edit[0] < n):
+            raise CaseTokenError("its long vector is not one the kit printed")
+        one = _array(edit[1], dtype)
+        if one.shape != (1,):
+            raise CaseTokenError("its long vector is not one the kit printed")
+        values[edit[0]] = one[0]
+    return values
+
+
 def parse(token: str) -> CaseData:
     """Read a token without making its mesh (no devices needed); ``CaseTokenError`` if it is not one."""
     try:
         data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode("ascii"))))
     except (ValueError, zlib.error, UnicodeError) as exc:  # binascii.Error is a ValueError
         raise CaseTokenError(f"not a token the kit printed ({type(exc).__name__})") from None
-    if not isinstance(data, dict) or not {"dtype", "values", "mesh", "mesh_arg", "placement"} <= data.keys():
+    if not isinstance(data, dict) or not {"dtype", "mesh", "mesh_arg", "placement"} <= data.keys():
         raise CaseTokenError("not a token the kit printed (fields are missing)")
+    if "values" not in data and not {"n", "tile", "edits"} <= data.keys():
+        raise CaseTokenError("not a token the kit printed (its values are missing)")
     try:
         dtype = np.dtype(jnp.dtype(data["dtype"]))
     except (TypeError, ValueError):
         raise CaseTokenError(f"it names an unknown dtype {data['dtype']!r}") from None
-    try:
-        raw = base64.b64decode(str(data["values"]), validate=True)
-    except ValueError:
-        raise CaseTokenError("its values are not base64") from None
-    if dtype.hasobject or not dtype.itemsize or len(raw) % dtype.itemsize:
-        raise CaseTokenError(f"its values are {len(raw)} bytes, not a whole number of {dtype} elements")
-    values = np.frombuffer(raw, dtype=dtype).copy()
+    values = _values(data, dtype)
     if data["mesh_arg"] not in _MESH_ARGS:
         raise CaseTokenError(f"its mesh argument {data['mesh_arg']!r} is not one of {', '.join(_MESH_ARGS)}")
     m = data["mesh"]

@@ -18,9 +18,8 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import Mesh
 
-from conformance import calls, jit_probe, oracle
-from conformance import strategies as cst
-from conformance.case import UNCOMMITTED, Case, MeshArg, describe_mesh, make_input
+from conformance import calls, domains, jit_probe, oracle
+from conformance.case import UNCOMMITTED, Case, MeshArg, describe_mesh, make_input, numpy_form
 from conformance.contract import (
     DATA_AXIS,
     Contract,
@@ -106,9 +105,36 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
             hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
             "the caller still owns x",
         )
+    if isinstance(x, np.ndarray):
+        # What the caller handed over: its dtype (byte order included) and flags stay as they were.
+        made = numpy_form(case.values.copy(), case.placement[1] if len(case.placement) > 1 else "")
+        for what, want, got in (
+            ("x.dtype", made.dtype, x.dtype),
+            ("x.flags.writeable", made.flags.writeable, x.flags.writeable),
+            ("x.shape", made.shape, x.shape),
+        ):
+            if want != got:
+                kit.fail(
+                    "the caller's NumPy array was changed by the call",
+                    case,
+                    expected=f"{what} = {want!r}",
+                    got=f"{what} = {got!r}",
+                    hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's array, "
+                    "its dtype and its flags as they were",
+                )
     now = _host(x, case.values)
+    if now.shape == case.values.shape and now.dtype != case.dtype and now.dtype.newbyteorder("=") == case.dtype:
+        now = now.astype(case.dtype)  # the same values in the caller's byte order
     if now.dtype != case.dtype or not np.array_equal(_bits(now), _bits(case.values)):
-        differs = (_bits(now) != _bits(case.values)).any(axis=-1) if now.shape == case.values.shape else [1]
+        differs = (_bits(now) != _bits(case.values)).any(axis=-1) if now.shape == case.values.shape else []
+        if not len(np.flatnonzero(differs)):
+            kit.fail(
+                "the caller's x was changed by the call",
+                case,
+                expected=f"x of dtype {case.dtype} and shape {case.values.shape}",
+                got=f"x of dtype {now.dtype} and shape {now.shape}",
+                hint="do not write into the input or replace its buffer (donation, in-place ops)",
+            )
         i = int(np.flatnonzero(differs)[0])
         kit.fail(
             "the caller's x was changed by the call",
@@ -201,6 +227,16 @@ def _layout_hint(case: Case, result: Any) -> str:
 def _check_layout(kit: Any, case: Case, result: Any) -> None:
     _require_array(kit, case, result)
     target = target_sharding(case.mesh)
+    memory = getattr(result.sharding, "memory_kind", None)
+    if memory is not None and target.memory_kind is not None and memory != target.memory_kind:
+        kit.fail(
+            "the result is not in the device memory the target layout names",
+            case,
+            expected=f"memory_kind={target.memory_kind!r}",
+            got=f"memory_kind={memory!r} ({result.sharding!r})",
+            hint="leave the output in device memory: no memory_kind='pinned_host' or other offloading, "
+            "for long vectors too",
+        )
     if not result.sharding.is_equivalent_to(target, 1):
         kit.fail(
             "the result does not have the requested layout",
@@ -214,229 +250,6 @@ def _check_layout(kit: Any, case: Case, result: Any) -> None:
 def _flip_bits(values: np.ndarray) -> np.ndarray:
     """Other values of the same shape and dtype: every bit inverted."""
     return (~_bits(values)).reshape(-1).view(values.dtype) if values.size else values.copy()
-
-
-# ---------------------------------------------------------------------------
-# Strategies per check: what each one needs to see, and no more.
-
-
-def _any(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract)
-
-
-def _float32(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, dtypes_from=["float32"])
-
-
-def _default_mesh(contract: Contract) -> st.SearchStrategy[Case]:
-    if contract is Contract.SEED:
-        return cst.cases(contract=contract)
-    return cst.cases(contract=contract, mesh_args=("omit", "none"))
-
-
-def _on_meshes(contract: Contract, meshes: st.SearchStrategy[Mesh]) -> st.SearchStrategy[Case]:
-    """Cases passed one of ``meshes``, their length cut to a multiple of its data axis."""
-    return st.builds(
-        lambda c, m: dataclasses.replace(
-            c, mesh=m, mesh_arg="mesh", values=c.values[: c.n - c.n % int(m.shape[DATA_AXIS])]
-        ),
-        cst.cases(contract=contract, mesh_args=("mesh",)),
-        meshes,
-    )
-
-
-SPLIT_2D_DEVICES = 4  # the smallest mesh with two axes of 2+ devices
-
-
-def _split_2d() -> st.SearchStrategy[Mesh]:
-    """2-D meshes where neither axis is trivial: the data axis is a strict part of the mesh."""
-    return cst.meshes(min_size=SPLIT_2D_DEVICES, ndims=(2,), min_axis_size=2)
-
-
-def _explicit_mesh(contract: Contract) -> st.SearchStrategy[Case]:
-    # Any mesh, or (as often) one whose two axes both have several devices: a
-    # layout over the wrong axis, or over every device, shows only there.
-    # Built when the check runs, so the devices are there to count.
-    any_mesh = cst.cases(contract=contract, mesh_args=("mesh",))
-    if len(jax.devices()) < SPLIT_2D_DEVICES:
-        return any_mesh  # no such mesh on fewer devices: any mesh there is
-    return st.one_of(any_mesh, _on_meshes(contract, _split_2d()))
-
-
-def _placed(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, any_placement=contract is Contract.FULL)
-
-
-def _indivisible(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, divisible=False, any_placement=True)
-
-
-def _divisible_2d(contract: Contract) -> st.SearchStrategy[Case]:
-    if contract is Contract.SEED:
-        return cst.cases(contract=contract, dtypes_from=["float32"])
-    # Meshes where the data axis is a strict part of the mesh: a length the
-    # data axis divides but the whole mesh does not is the classic trap.
-    return _on_meshes(contract, _split_2d())
-
-
-@dataclasses.dataclass(frozen=True)
-class _Group:
-    """Several calls checked in one example: one per dtype of the domain, or per kind of
-    input, so that a defect of one dtype or one kind of input cannot hide in the draw."""
-
-    cases: tuple[Case, ...]
-    family: str  # the strategy that made it: checks of one family share their groups
-
-    def describe(self) -> str:
-        return "; ".join(c.describe() for c in self.cases)
-
-    def __repr__(self) -> str:
-        return f"Group({', '.join(repr(c) for c in self.cases)})"
-
-
-def _edges(dtype: np.dtype) -> np.ndarray:
-    """Values of ``dtype`` where doubling goes wrong: float specials, integer extremes."""
-    if dtype.kind == "c":
-        part = _edges(np.dtype(f"float{dtype.itemsize * 4}"))  # as (real, imag) pairs
-        return np.stack([part, np.roll(part, 1)], axis=1).reshape(-1).view(dtype)
-    if oracle.is_float(dtype):
-        return cst.special_floats(dtype)
-    info = np.iinfo(dtype)
-    edges = {info.min, info.max, 0, 1, info.max // 2, info.max // 2 + 1, info.min // 2, info.min // 2 - 1}
-    return np.array(sorted(e for e in edges if info.min <= e <= info.max), dtype=dtype)
-
-
-def _in_dtype(values: np.ndarray, dtype: np.dtype, n: int) -> np.ndarray:
-    """``n`` values of ``dtype`` made from the bits of ``values``.
-
-    Its bytes, repeated as needed; every other element is replaced by an edge
-    value of ``dtype``, in turn, from a starting point the bits choose.
-    """
-    raw = np.resize(values.view(np.uint8), n * dtype.itemsize) if n else np.zeros(0, np.uint8)
-    out = raw.view(dtype).copy()
-    edges = _edges(dtype)
-    slots = len(out[::2])
-    out[::2] = edges[(int(raw.sum()) + np.arange(slots)) % len(edges)]
-    return out
-
-
-def _neighbour_length(n: int, step: int, size: int) -> int:
-    """The ``step``-th length after ``n`` that ``size`` divides (before it, past the longest)."""
-    after = n + step * size
-    return after if after <= cst.MAX_LENGTH else max(0, n - step * size)
-
-
-def _every_dtype(contract: Contract) -> st.SearchStrategy[_Group]:
-    """A drawn case, and the same call for every other dtype of the domain.
-
-    The other dtypes' values are made from the drawn values' bits and the
-    dtype's edge values, so Hypothesis draws and shrinks one vector only.
-    Each other dtype gets the next length the data axis divides (n + size,
-    n + 2 * size, ...): every dtype compiles anyway, so a length of its own
-    costs nothing and reaches more lengths, near the drawn (often boundary) one.
-    """
-    domain = dtypes_in_domain(contract, x64=bool(jax.config.read("jax_enable_x64")))
-
-    def all_dtypes(case: Case) -> _Group:
-        size = data_axis_size(case.mesh)
-        others = [
-            dataclasses.replace(case, values=_in_dtype(case.values, d, _neighbour_length(case.n, i, size)))
-            for i, d in enumerate((d for d in domain if d != case.dtype), start=1)
-        ]
-        return _Group((case, *others), "every-dtype")
-
-    return cst.cases(contract=contract).map(all_dtypes)
-
-
-def _every_placement(contract: Contract) -> st.SearchStrategy[_Group]:
-    """A drawn case (any placement), and the same call with x a NumPy array, an
-    uncommitted array, an array committed elsewhere (replicated over every device),
-    and an array already in the target layout (the output of an earlier call, say)
-    where a 1-D placement can express that layout."""
-
-    def all_placements(case: Case) -> _Group:
-        everywhere = tuple(int(d.id) for d in reversed(jax.devices()))
-        variants: list[tuple[Any, ...]] = [
-            ("numpy",),
-            ("uncommitted",),
-            ("sharded", everywhere, "replicated"),
-        ]
-        # jit moves some committed layouts by itself and refuses others (one device, or a
-        # subset of the devices, for a larger mesh): include both kinds every time.
-        variants.append(("device", int(jax.devices()[-1].id)))
-        if case.n % 2 == 0 and len(jax.devices()) >= 2:
-            variants.append(("sharded", (int(jax.devices()[1].id), int(jax.devices()[0].id)), "split"))
-        if case.mesh is None:
-            variants.append(("device", int(jax.devices()[0].id)))
-        elif case.mesh.devices.ndim == 1:
-            variants.append(("sharded", tuple(int(d.id) for d in case.mesh.devices), "split"))
-        others = [dataclasses.replace(case, placement=p) for p in variants if p != case.placement]
-        return _Group((case, *others), "every-placement")
-
-    if contract is Contract.SEED:  # the seed's x is an uncommitted array
-        return cst.cases(contract=contract).map(lambda case: _Group((case,), "every-placement"))
-    return cst.cases(contract=contract, any_placement=True).map(all_placements)
-
-
-def _each(case: Case | _Group) -> tuple[Case, ...]:
-    """The cases of one example (a ``--case`` replay brings a single one)."""
-    return case.cases if isinstance(case, _Group) else (case,)
-
-
-# ---------------------------------------------------------------------------
-# Which earlier examples a check may judge too (pool.py): those its own
-# strategy could have drawn, so that every check still sees only its domain.
-
-
-def _plain(example: Any, _: Contract) -> bool:
-    """A single case, x uncommitted, a length the data axis divides."""
-    return (
-        isinstance(example, Case)
-        and example.placement == UNCOMMITTED
-        and example.n % data_axis_size(example.mesh) == 0
-    )
-
-
-def _plain_float32(example: Any, contract: Contract) -> bool:
-    return _plain(example, contract) and example.dtype == np.dtype("float32")
-
-
-def _plain_default_mesh(example: Any, contract: Contract) -> bool:
-    return _plain(example, contract) and example.mesh_arg != "mesh"
-
-
-def _plain_explicit_mesh(example: Any, contract: Contract) -> bool:
-    return _plain(example, contract) and example.mesh_arg == "mesh"
-
-
-def _plain_split_2d(example: Any, contract: Contract) -> bool:
-    """What _divisible_2d draws: a 2-D mesh with both axes of 2+ devices (full), float32 (seed)."""
-    if contract is Contract.SEED:
-        return _plain_float32(example, contract)
-    mesh = example.mesh if isinstance(example, Case) else None  # a Mesh, or an AbstractMesh (options.py)
-    split = mesh is not None and len(mesh.axis_names) == 2 and min(mesh.shape.values()) >= 2
-    return _plain(example, contract) and split
-
-
-def _divisible(example: Any, _: Contract) -> bool:
-    """A single case, x anywhere, a length the data axis divides."""
-    return isinstance(example, Case) and example.n % data_axis_size(example.mesh) == 0
-
-
-def _indivisible_case(example: Any, _: Contract) -> bool:
-    """What _indivisible draws: a mesh whose data axis does not divide the length, x anywhere."""
-    return (
-        isinstance(example, Case)
-        and example.mesh_arg == "mesh"
-        and example.n % data_axis_size(example.mesh) != 0
-    )
-
-
-def _family(name: str) -> Any:
-    def reuse(example: Any, _: Contract) -> bool:
-        return isinstance(example, _Group) and example.family == name
-
-    return reuse
 
 
 # ---------------------------------------------------------------------------
@@ -482,7 +295,7 @@ def api_mesh_keyword(kit: Any, _: Case | None) -> None:
 # Result type, dtype, values
 
 
-@check("result.type", "the result is a jax.Array of shape (n,)", strategy=_any, examples=0.5, reuse=_plain)
+@check("result.type", "the result is a jax.Array of shape (n,)", domain=domains.ANY_CALL, examples=0.25)
 def result_type(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _require_array(kit, case, result)
@@ -499,38 +312,34 @@ def result_type(kit: Any, case: Case) -> None:
 @check(
     "dtype.preserved",
     "the result has the input's dtype",
-    strategy=_every_dtype,
-    examples=0.17,
-    reuse=_family("every-dtype"),
-    domain=_plain,
+    domain=domains.ANY_CALL,
+    examples=0.25,
 )
-def dtype_preserved(kit: Any, example: Case | _Group) -> None:
-    for case in _each(example):
-        _, result = kit.result(case, shared=True)
-        got = np.dtype(result.dtype if hasattr(result, "dtype") else np.asarray(result).dtype)
-        del result  # results may be huge: one alive at a time
-        if got != case.dtype:
-            hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
-            if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
-                hint = (
-                    "the result was widened: multiply by a Python 2 (weakly typed) or cast back "
-                    "with .astype(x.dtype); check jax_enable_x64 is not switched on"
-                )
-            kit.fail(
-                "the result's dtype is not the input's",
-                case,
-                expected=str(case.dtype),
-                got=str(got),
-                hint=hint,
+def dtype_preserved(kit: Any, case: Case) -> None:
+    _, result = kit.result(case, shared=True)
+    got = np.dtype(result.dtype if hasattr(result, "dtype") else np.asarray(result).dtype)
+    del result  # results may be huge: one alive at a time
+    if got != case.dtype:
+        hint = "multiply by a Python 2 (weakly typed), not by an array or a NumPy scalar of another dtype"
+        if got.itemsize > case.dtype.itemsize and oracle.is_float(got):
+            hint = (
+                "the result was widened: multiply by a Python 2 (weakly typed) or cast back "
+                "with .astype(x.dtype); check jax_enable_x64 is not switched on"
             )
+        kit.fail(
+            "the result's dtype is not the input's",
+            case,
+            expected=str(case.dtype),
+            got=str(got),
+            hint=hint,
+        )
 
 
 @check(
     "values.float32",
     "float32 values are doubled exactly (specials, all lengths)",
-    strategy=_float32,
+    domain=domains.FLOAT32,
     examples=2,
-    reuse=_plain_float32,
 )
 def values_float32(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
@@ -541,14 +350,11 @@ def values_float32(kit: Any, case: Case) -> None:
     "values.all-dtypes",
     "every dtype in the domain is doubled exactly (integers wrap)",
     contracts=FULL_ONLY,
-    strategy=_every_dtype,
-    examples=0.34,
-    reuse=_family("every-dtype"),
-    domain=_plain,
+    domain=domains.ANY_CALL,
+    examples=0.5,
 )
-def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
-    for case in _each(example):
-        _check_values(kit, case, kit.result(case, shared=True)[1])
+def values_all_dtypes(kit: Any, case: Case) -> None:
+    _check_values(kit, case, kit.result(case, shared=True)[1])
 
 
 # ---------------------------------------------------------------------------
@@ -558,8 +364,8 @@ def values_all_dtypes(kit: Any, example: Case | _Group) -> None:
 @check(
     "layout.default-device",
     "without a mesh the result lies on the first device, P('data')",
-    strategy=_default_mesh,
-    reuse=_plain_default_mesh,
+    domain=domains.DEFAULT_MESH,
+    examples=0.5,
 )
 def layout_default_device(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
@@ -570,15 +376,16 @@ def layout_default_device(kit: Any, case: Case) -> None:
     "layout.mesh",
     "with a mesh the result is NamedSharding(mesh, P('data'))",
     contracts=FULL_ONLY,
-    strategy=_explicit_mesh,
-    reuse=_plain_explicit_mesh,
+    domain=domains.EXPLICIT_MESH,
+    examples=0.5,
 )
 def layout_mesh(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _check_layout(kit, case, result)
-    if case.mesh is not None and case.mesh.devices.ndim == 2:
+    if case.mesh is not None and case.mesh.devices.ndim == 2 and not kit.in_schedule:
         # The same devices with the axes the other way round: 'data' may be
-        # in either position, and the layout must follow it there too.
+        # in either position, and the layout must follow it there too (drawn
+        # examples only: a compile each; the schedule draws both orders anyway).
         swapped = Mesh(case.mesh.devices.T, tuple(reversed(case.mesh.axis_names)))
         other = dataclasses.replace(case, mesh=swapped)
         del result  # results may be huge: one alive at a time
@@ -588,8 +395,8 @@ def layout_mesh(kit: Any, case: Case) -> None:
 @check(
     "layout.shards",
     "each addressable shard lies on its device and covers its index range",
-    strategy=_any,
-    reuse=_plain,
+    domain=domains.ANY_CALL,
+    examples=0.25,
 )
 def layout_shards(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
@@ -614,9 +421,9 @@ def layout_shards(kit: Any, case: Case) -> None:
     "divisibility.error",
     "a length the data axis does not divide raises ValueError, x intact",
     contracts=FULL_ONLY,
-    strategy=_indivisible,
+    domain=domains.INDIVISIBLE,
+    examples=0.5,
     min_devices=2,  # a data axis of 2+ devices
-    domain=_indivisible_case,
 )
 def divisibility_error(kit: Any, case: Case) -> None:
     x, outcome = kit.call(case)
@@ -646,9 +453,9 @@ def divisibility_error(kit: Any, case: Case) -> None:
 @check(
     "divisibility.no-false-error",
     "lengths the data axis divides never raise (only 'data' counts)",
-    strategy=_divisible_2d,
-    reuse=_plain_split_2d,
-    min_devices=SPLIT_2D_DEVICES,  # the full contract's 2-D meshes with both axes of 2+
+    domain=domains.SPLIT_2D,
+    examples=0.5,
+    min_devices=domains.SPLIT_2D_DEVICES,  # the full contract's 2-D meshes with both axes of 2+
 )
 def divisibility_no_false_error(kit: Any, case: Case) -> None:
     # An exception here fails with the divisibility hint; the values are values.*'s.
@@ -662,8 +469,8 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
 @check(
     "jit.shardings",
     "the result comes out of jax.jit with in/out shardings = the target layout",
-    strategy=_placed,
-    domain=_divisible,
+    domain=domains.ANY_CALL,
+    examples=0.5,
 )
 def jit_shardings(kit: Any, case: Case) -> None:
     x = make_input(case)
@@ -741,15 +548,12 @@ def jit_shardings(kit: Any, case: Case) -> None:
 @check(
     "hygiene.input-intact",
     "the caller's x is neither deleted nor changed",
-    strategy=_every_placement,
-    examples=0.5,
-    reuse=_family("every-placement"),
-    domain=_divisible,
+    domain=domains.ANY_CALL,
+    examples=0.25,
 )
-def hygiene_input_intact(kit: Any, example: Case | _Group) -> None:
-    for case in _each(example):
-        x = kit.call(case, shared=True)[0]  # x must be intact whether the call returns or raises
-        _assert_intact(kit, case, x)
+def hygiene_input_intact(kit: Any, case: Case) -> None:
+    x = kit.call(case, shared=True)[0]  # x must be intact whether the call returns or raises
+    _assert_intact(kit, case, x)
 
 
 def _other_mesh(case: Case) -> Mesh:
@@ -769,8 +573,8 @@ def _other_mesh(case: Case) -> Mesh:
 @check(
     "hygiene.no-stale-results",
     "later calls never get an earlier call's result back",
-    strategy=_any,
-    reuse=_plain,
+    domain=domains.HISTORY_STALE,
+    examples=0.5,
 )
 def hygiene_no_stale_results(kit: Any, case: Case) -> None:
     follow_ups = [dataclasses.replace(case, values=_flip_bits(case.values))]  # same shape/dtype/mesh
@@ -843,9 +647,8 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
 @check(
     "hygiene.global-state",
     "a call leaves JAX's configuration and mesh context as it found them",
-    strategy=_any,
-    examples=0.5,
-    reuse=_plain,
+    domain=domains.HISTORY_STATE,
+    examples=0.25,
 )
 def hygiene_global_state(kit: Any, case: Case) -> None:
     before = kit.runner.run("reading JAX's configuration", calls.global_state).result
@@ -889,40 +692,32 @@ def hygiene_global_state(kit: Any, case: Case) -> None:
     "inputs.placements",
     "NumPy, uncommitted, single-device and sharded inputs are all accepted",
     contracts=FULL_ONLY,
-    strategy=_every_placement,
-    examples=0.5,
-    reuse=_family("every-placement"),
-    domain=_divisible,
+    domain=domains.ANY_CALL,
+    examples=0.25,
 )
-def inputs_placements(kit: Any, example: Case | _Group) -> None:
+def inputs_placements(kit: Any, case: Case) -> None:
     # Judged against the same call with an uncommitted x: what goes wrong for
     # that one too is another check's finding (values, layout), not the input's.
-    cases = _each(example)
-    base = next((c for c in cases if c.placement == UNCOMMITTED and len(cases) > 1), None)
     base_right = True
-    if base is not None:
+    if case.placement != UNCOMMITTED:
+        base = dataclasses.replace(case, placement=UNCOMMITTED)
         _, outcome = kit.call(base, shared=True)
         if outcome.error is not None:
             return  # it raises for the plainest input too: not about placements
         base_right = _is_right(base, outcome.result)
         del outcome  # results may be huge: one alive at a time
-    for case in cases:
-        if case is base:
-            continue
-        _, result = kit.result(case, shared=True)  # raising for this kind of input fails the check
-        if base_right:
-            _check_values(kit, case, result)
-            _check_layout(kit, case, result)
-        del result
+    _, result = kit.result(case, shared=True)  # raising for this kind of input fails the check
+    if base_right:
+        _check_values(kit, case, result)
+        _check_layout(kit, case, result)
 
 
 @check(
     "compile.once",
     "a second call with the same shape, dtype and mesh compiles nothing",
     contracts=FULL_ONLY,
-    strategy=_placed,
-    examples=0.5,
-    reuse=_divisible,
+    domain=domains.HISTORY_COMPILE,
+    examples=0.25,
 )
 def compile_once(kit: Any, case: Case) -> None:
     again = dataclasses.replace(case, values=_flip_bits(case.values))

@@ -12,19 +12,23 @@ import shlex
 import time
 import traceback
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis.database import ExampleDatabase
 
 from conformance.calls import ImplementationHung, Outcome, Runner, finished
+from conformance import coverage
 from conformance.case import UNCOMMITTED, Case, call_text, decode, describe_placement, encode, make_input
 from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.pool import Pool
-from conformance.registry import CHECKS, CheckFailure, Inconclusive, gates_for, not_applicable
+from conformance.registry import CHECKS, Check, CheckFailure, Inconclusive, gates_for, not_applicable
+from conformance.strategies import Schedule
+from conformance.strategies import cases as draw_cases
 from conformance.verdict import CheckVerdict, Status
 
 
@@ -59,6 +63,36 @@ PROFILES: dict[str, dict[str, Any]] = {
     ),
     "thorough": dict(max_examples=150, deadline=None, suppress_health_check=_QUIET),
 }
+SHRINK_EXAMPLES = 100  # Hypothesis's examples, in one cell, to find and shrink a failure the schedule found
+
+
+class _CheckDatabase(ExampleDatabase):
+    """Another database seen through one check's own keys: each check keeps its own examples."""
+
+    def __init__(self, inner: ExampleDatabase, check_id: str) -> None:
+        super().__init__()
+        self.inner, self.prefix = inner, check_id.encode() + b"\0"
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(self.prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterator[bytes]:
+        return iter(self.inner.fetch(self.prefix + key))
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.inner.delete(self.prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.move(self.prefix + src, self.prefix + dest, value)
+
+
+@dataclass
+class _Finding:
+    """What the shared pass found for one check: its coverage, and the first failure."""
+
+    record: CheckVerdict
+    inconclusive: list[str] = field(default_factory=list)
+    failure: tuple[Case, coverage.Cell, Exception] | None = None
 
 
 @dataclass
@@ -76,6 +110,10 @@ class Kit:
     pool: Pool = field(default_factory=Pool)
     user_timeout: float | None = None  # --call-timeout, when the runner's limit differs from it
     crashed_gates: dict[str, str] = field(default_factory=dict)  # gates whose process died earlier
+    schedule: Schedule = field(default_factory=Schedule)  # the covering schedule's inputs (coverage.py)
+    selected: frozenset[str] | None = None  # --check's IDs; None: every check
+    in_schedule: bool = False  # True while the schedule's inputs are judged
+    _shared: dict[str, _Finding] | None = None  # the shared pass's findings, per check
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
     # -- calling the implementation ------------------------------------------------
@@ -171,7 +209,7 @@ class Kit:
             "--check",
             self.check_id,
         ]
-        if case is not None and CHECKS[self.check_id].strategy is not None:
+        if case is not None and CHECKS[self.check_id].domain is not None:
             args += ["--case", encode(case)]
         return shlex.join(args)
 
@@ -224,11 +262,18 @@ class Kit:
                     if self.gate_failure(gate.id) is not None:
                         self._skip(record, Status.NOT_RUN, f"not run: gate check {gate.id} failed")
                 self.check_id = check_id
-                if self.replay is not None or check.strategy is None:
+                if self.replay is not None or check.domain is None:
                     record.examples = 1
                     self._run_one(record, decode(self.replay) if self.replay else None)
                 else:
-                    self._run_hypothesis(check_id, record)
+                    inconclusive: list[str] = []
+                    if check.domain.shared:
+                        self._take_shared(check, record, inconclusive)
+                    else:
+                        self._run_schedule(check, record, inconclusive)
+                    self._run_hypothesis(check, record, inconclusive)
+                    if inconclusive:
+                        self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {inconclusive[0]}")
             record.status = Status.PASSED
             return record
         except CheckFailure as failure:
@@ -307,9 +352,7 @@ class Kit:
         if why is not None:
             self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {why}")
 
-    def _run_hypothesis(self, check_id: str, record: CheckVerdict) -> None:
-        check = CHECKS[check_id]
-        assert check.strategy is not None
+    def _hypothesis_options(self, check: Check) -> dict[str, Any]:
         options = dict(PROFILES.get(self.profile, PROFILES["default"]))
         options["max_examples"] = max(1, round(options["max_examples"] * check.examples))
         # One failure per check, the smallest: a verdict is one record, and an
@@ -317,27 +360,197 @@ class Kit:
         options["report_multiple_bugs"] = False
         if self.cluster is not None:  # every process must draw the same examples
             options.update(derandomize=True, database=None)
-        inconclusive: list[str] = []
+        database = options.get("database", settings.default.database)
+        if database is not None:
+            options["database"] = _CheckDatabase(database, check.id)
+        return options
+
+    def _judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
+        """One input through the check's body, counted in its cell."""
+        record.coverage[str(coverage.cell_of(case))] = record.coverage.get(str(coverage.cell_of(case)), 0) + 1
+        try:
+            why = self._step(case, lambda: check.body(self, case))
+        finally:
+            self.pool.remember(case)
+        if why is not None:
+            inconclusive.append(why)
+
+    def _cells(self, check: Check) -> list[coverage.Cell]:
+        import jax
+
+        assert check.domain is not None and check.domain.axes is not None
+        return check.domain.axes.cells(
+            self.contract, devices=len(jax.devices()), x64=bool(jax.config.read("jax_enable_x64"))
+        )
+
+    def _run_schedule(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
+        """Every cell of the check's domain gets the schedule's input (coverage.py).
+
+        A failure is handed to Hypothesis, drawing in the failing cell with
+        lengths up to the failing one, to shrink; if it finds none, the
+        schedule's input is the counterexample (its token replays it exactly).
+        """
+        domain = check.domain
+        if domain is None or domain.axes is None:
+            return
+        cells = self._cells(check)
+        record.cells = len(cells)
+        self.in_schedule = True
+        try:
+            for cell in cells:
+                case = self.schedule.case(cell, divisible=domain.divisible)
+                if not domain.accepts(case, self.contract):
+                    continue
+                record.scheduled += 1
+                try:
+                    self._judge(check, record, case, inconclusive)
+                except CheckFailure as failure:
+                    record.counterexample = repr(case)
+                    self.in_schedule = False
+                    self._shrink(check, record, cell, case)
+                    raise failure from None
+        finally:
+            self.in_schedule = False
+        record.unvisited = [str(c) for c in cells if not record.coverage.get(str(c))]
+
+    def _members(self) -> list[Check]:
+        """The checks the shared pass judges for: shared domains, this contract, enough devices, selected."""
+        return [
+            c
+            for c in CHECKS.values()
+            if c.domain is not None
+            and c.domain.shared
+            and c.domain.axes is not None
+            and (self.selected is None or c.id in self.selected)
+            and not_applicable(c.id, self.contract) is None
+        ]
+
+    def _run_shared_pass(self) -> dict[str, _Finding]:
+        """One call per cell for every check that judges a call on its own (domains.py, ``shared``).
+
+        Cells are taken a (dtype, mesh, length) group at a time, the
+        uncommitted x first: the group's calls share their compile, and a
+        check comparing with the uncommitted call finds it kept.  Each
+        check judges each call there and then; a check stops at its first
+        failure.  The calls are dropped once judged, so a run keeps one
+        group's calls at a time however long the vectors are.
+        """
+        members = self._members()
+        findings = {c.id: _Finding(CheckVerdict(c.id)) for c in members}
+        cells_of = {c.id: set(self._cells(c)) for c in members}
+        for c in members:
+            findings[c.id].record.cells = len(cells_of[c.id])
+        every = sorted(
+            set().union(*cells_of.values()),
+            key=lambda cell: (cell.dtype, cell.mesh, cell.length, cell.placement != "uncommitted", cell),
+        )
+        previous = self.check_id
+        self.in_schedule = True
+        try:
+            group: list[Case] = []
+            for cell in every:
+                case = self.schedule.case(cell)
+                if group and (group[0].dtype, group[0].mesh, group[0].n) != (case.dtype, case.mesh, case.n):
+                    for done in group:
+                        self.pool.forget(done)
+                    group = []
+                group.append(case)
+                for check in members:
+                    finding = findings[check.id]
+                    if finding.failure is not None or cell not in cells_of[check.id]:
+                        continue
+                    assert check.domain is not None
+                    if not check.domain.accepts(case, self.contract):
+                        continue
+                    self.check_id = check.id
+                    finding.record.scheduled += 1
+                    try:
+                        self._judge(check, finding.record, case, finding.inconclusive)
+                    except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
+                        finding.failure = (case, cell, failure)
+            for done in group:
+                self.pool.forget(done)
+        finally:
+            self.check_id, self.in_schedule = previous, False
+        for c in members:
+            record = findings[c.id].record
+            record.unvisited = [str(cell) for cell in sorted(cells_of[c.id]) if not record.coverage.get(str(cell))]
+        return findings
+
+    def _take_shared(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
+        """The shared pass's findings for ``check`` (the pass runs with the first check that asks)."""
+        if self._shared is None or check.id not in self._shared:
+            self._shared = {**(self._shared or {}), **self._run_shared_pass()}
+        finding = self._shared.get(check.id)
+        if finding is None:
+            return
+        found = finding.record
+        record.coverage.update(found.coverage)
+        record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
+        inconclusive.extend(finding.inconclusive)
+        if finding.failure is not None:
+            case, cell, failure = finding.failure
+            record.counterexample = repr(case)
+            record.unvisited = []
+            if isinstance(failure, CheckFailure):
+                self._shrink(check, record, cell, case)
+            raise failure
+
+    def _shrink(self, check: Check, record: CheckVerdict, cell: coverage.Cell, failing: Case) -> None:
+        """Look for the failure again in ``cell``, with lengths up to the failing one; raise the smallest."""
+        assert check.domain is not None
+        domain = check.domain
+        strategy = draw_cases(
+            contract=self.contract,
+            dtypes_from=[cell.dtype],
+            mesh_kinds=[cell.mesh],
+            placement_kinds=None if self.contract is Contract.SEED else [cell.placement],
+            divisible=domain.divisible,
+            max_length=failing.n,
+        ).filter(lambda case: domain.accepts(case, self.contract))
+        options = self._hypothesis_options(check)
+        options.update(max_examples=SHRINK_EXAMPLES, database=None)
+        ignored: list[str] = []
+
+        def shrink_in_cell(case: Case) -> None:
+            record.examples += 1
+            try:
+                self._judge(check, record, case, ignored)
+            except CheckFailure:
+                record.counterexample = repr(case)
+                raise
+
+        self._given(check, strategy, options, shrink_in_cell)
+
+    def _given(
+        self, check: Check, strategy: Any, options: dict[str, Any], body: Callable[[Case], None]
+    ) -> None:
+        """Run ``body`` under Hypothesis, named after the check, with the check's own seed where fixed."""
+        body.__name__ = body.__qualname__ = check.id.replace(".", "_").replace("-", "_")
+        # A fixed seed of the check's own where the profile fixes one: derandomize would seed
+        # every check alike (Hypothesis seeds it from the function's source, which all share).
+        fixed = bool(options.pop("derandomize", False)) or self.cluster is not None
+        test = given(strategy)(settings(**options)(body))
+        if fixed:
+            test = seed(zlib.crc32(check.id.encode()))(test)
+        test()
+
+    def _run_hypothesis(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
         strategy = check.strategy(self.contract)
-        if check.reuse is not None:
-            reuse = check.reuse
-            strategy = self.pool.widen(strategy, lambda example: reuse(example, self.contract))
+        domain = check.domain
+        assert domain is not None
+        contract = self.contract
+        strategy = self.pool.widen(strategy, lambda example: domain.accepts(example, contract))
 
         def run_example(case: Case) -> None:
             record.examples += 1
             record.reused += self.pool.is_earlier(case)
             try:
-                why = self._step(case, lambda: check.body(self, case))
+                self._judge(check, record, case, inconclusive)
             except CheckFailure:
                 record.counterexample = repr(case)
                 raise
-            finally:
-                self.pool.remember(case)
-            if why is not None:
-                inconclusive.append(why)
 
-        # A distinct name per check gives each its own derandomized seed.
-        run_example.__name__ = run_example.__qualname__ = f"check_{zlib.crc32(check_id.encode())}"
-        given(strategy)(settings(**options)(run_example))()
-        if inconclusive:
-            self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {inconclusive[0]}")
+        self._given(check, strategy, self._hypothesis_options(check), run_example)
+        if domain.axes is not None:
+            record.unvisited = [c for c in record.unvisited if not record.coverage.get(c)]

@@ -121,7 +121,7 @@ def _validate_case(config: pytest.Config) -> None:
             f"--case: --check {check.id} is not in the {contract.value} contract, "
             f"so there is no example of it to replay (give --contract full)"
         )
-    if check.strategy is None:
+    if check.domain is None:
         raise pytest.UsageError(
             f"--case: --check {check.id} takes no case: it makes its own call; rerun it without --case"
         )
@@ -143,7 +143,7 @@ def _validate_case(config: pytest.Config) -> None:
 
         mesh = None if data.mesh_ids is None else AbstractMesh(data.mesh_shape, data.mesh_axes)
         stand_in = Case(data.values, cast(Any, mesh), data.mesh_arg, data.placement)
-        if not check.domain(stand_in, contract):
+        if not check.domain.accepts(stand_in, contract):
             raise pytest.UsageError(
                 f"--case: --check {check.id} never draws this case ({_describe(data)}); "
                 f"replay it with the check whose failure printed it"

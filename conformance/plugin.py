@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import sys
 import time
+import zlib
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -229,6 +231,7 @@ class _SupervisionHooks:
             from conformance.supervise import STATE_DIR_KEY
 
             node.workerinput[STATE_DIR_KEY] = str(supervisor.state_dir)
+        node.workerinput[SCHEDULE_SEED] = _schedule_seed(node.config)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodeready(self, node: Any) -> None:
@@ -312,6 +315,31 @@ def _keep_hypothesis_out_of_the_working_directory() -> None:
     set_hypothesis_home_dir(os.path.join(root, "hypothesis"))
 
 
+SCHEDULE_SEED = "conformance_schedule_seed"  # in a pytest-xdist worker's workerinput
+SCHEDULE_SEED_KEY = pytest.StashKey[int]()
+
+
+def _schedule_seed(config: pytest.Config) -> int:
+    """The covering schedule's seed: a worker gets its controller's; --hypothesis-seed gives it;
+    the ``ci`` profile and --distributed runs fix it (0); else a new one each run."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and SCHEDULE_SEED in workerinput:
+        return int(workerinput[SCHEDULE_SEED])
+    if SCHEDULE_SEED_KEY in config.stash:
+        return config.stash[SCHEDULE_SEED_KEY]
+    from hypothesis import settings
+
+    given = config.getoption("hypothesis_seed", None)
+    if given is not None:
+        chosen = int(given) if str(given).isdigit() else zlib.crc32(str(given).encode())
+    elif settings.get_current_profile_name() == "ci" or config.getoption("--distributed"):
+        chosen = 0
+    else:
+        chosen = random.SystemRandom().getrandbits(32)
+    config.stash[SCHEDULE_SEED_KEY] = chosen
+    return chosen
+
+
 def _new_report(config: pytest.Config, spec: str, impl_version: str | None, count: int) -> Any:
     from hypothesis import settings
 
@@ -331,6 +359,7 @@ def _new_report(config: pytest.Config, spec: str, impl_version: str | None, coun
         devices=count,
         expected=list(CHECKS),
         xfails=dict(xfails),
+        schedule_seed=_schedule_seed(config),
     )
     report.duration = -time.perf_counter()
     config.stash[REPORT_KEY] = report
@@ -395,6 +424,8 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         cluster = Cluster.current(timeout=2 * timeout + 30)
     from hypothesis import settings
 
+    from conformance.strategies import Schedule
+
     config.stash[KIT_KEY] = kit = Kit(
         impl=impl,
         spec=spec,
@@ -408,6 +439,8 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         replay=config.getoption("--case"),
         cluster=cluster,
         crashed_gates=supervise.crashed_gates(workerinput),
+        schedule=Schedule(_schedule_seed(config)),
+        selected=frozenset(config.getoption("--check")) or None,
     )
     if call_log is not None:
         call_log.catch_fatal_errors()

@@ -41,6 +41,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import sys
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,8 +70,19 @@ def return_large_blocks(threshold: int = 2**20) -> bool:
     return _allocator_set
 
 
+_keys: weakref.WeakKeyDictionary[Case, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
 def key(case: Case) -> tuple[Any, ...]:
-    """Everything a call depends on: equal keys, interchangeable calls."""
+    """Everything a call depends on: equal keys, interchangeable calls (kept per case: a long
+    vector's digest costs milliseconds)."""
+    found = _keys.get(case)
+    if found is None:
+        found = _keys[case] = _key(case)
+    return found
+
+
+def _key(case: Case) -> tuple[Any, ...]:
     mesh = case.mesh
     where = None if mesh is None else (tuple(device_ids(mesh)), mesh.devices.shape, tuple(mesh.axis_names))
     digest = hashlib.blake2b(case.values.tobytes(), digest_size=16).digest()
@@ -133,6 +145,12 @@ class Pool:
         self._keep(k, x, outcome)
         self.remember(case)
         return x, outcome, False
+
+    def forget(self, case: Case) -> None:
+        """Drop the kept call of ``case``, if any (the schedule's calls, once every check judged them)."""
+        dropped = self._kept.pop(key(case), None)
+        if dropped is not None:
+            self.kept_bytes -= dropped[2]
 
     def is_kept(self, case: Case) -> bool:
         """Whether a call of ``case`` is kept now (a check asking for it gets it without a call)."""

@@ -2,9 +2,9 @@
 
 IDs never change once released: CI configurations, ``--xfail-file`` lines
 and reports refer to them.  A check is a function ``body(kit, case)`` that
-raises ``CheckFailure`` when the implementation breaks the contract, and a
-strategy that draws its cases (``None`` for checks that run once), and
-which earlier checks' examples it may judge too (``reuse``).  Gate
+raises ``CheckFailure`` when the implementation breaks the contract, and
+its input domain (domains.py: what it draws, which earlier inputs it may
+judge too, the cells it covers; ``None`` for checks that run once).  Gate
 checks run first; when a gate fails, the checks behind it are skipped
 instead of repeating the same failure many times.
 
@@ -12,8 +12,7 @@ A check may need several devices (``min_devices``, under the full contract:
 the seed contract is one device by definition).  On fewer it is "not
 applicable: needs N devices"; ``not_applicable`` is the one place that says so
 (``Kit.run_check`` asks it before anything runs, and a check's strategy,
-built by anyone else, refuses too).  ``domain`` says which
-single cases a ``--case`` replay of the check may bring.
+built by anyone else, refuses too).
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
     from conformance.case import Case
+    from conformance.domains import Domain
 
 BOTH = frozenset({Contract.SEED, Contract.FULL})
 FULL_ONLY = frozenset({Contract.FULL})
@@ -49,17 +49,19 @@ class Check:
     title: str
     contracts: frozenset[Contract]
     body: Callable[[Any, Case | None], None]
-    strategy: Callable[[Contract], SearchStrategy[Any]] | None
+    domain: Domain | None  # None: the check makes its own calls, once
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
-    # Which examples of earlier checks this one may draw as well (see pool.py).
-    reuse: Callable[[Any, Contract], bool] | None = None
     min_devices: int = 1  # under the full contract; the seed contract is one device
-    # Which single cases a --case replay may bring (None: any case of the contract).
-    domain: Callable[[Case, Contract], bool] | None = None
 
     def devices_needed(self, contract: Contract) -> int:
         return 1 if contract is Contract.SEED else self.min_devices
+
+    def strategy(self, contract: Contract) -> SearchStrategy[Case]:
+        """The domain's strategy; not applicable (a skip) where the devices are too few."""
+        assert self.domain is not None, f"{self.id} draws no inputs"
+        needs_devices(self.id, contract)  # before the strategy asks for meshes there are no devices for
+        return self.domain.draw(contract)
 
 
 CHECKS: dict[str, Check] = {}
@@ -70,36 +72,19 @@ def check(
     title: str,
     *,
     contracts: frozenset[Contract] = BOTH,
-    strategy: Callable[[Contract], SearchStrategy[Any]] | None = None,
+    domain: Domain | None = None,
     gate: bool = False,
     examples: float = 1.0,
-    reuse: Callable[[Any, Contract], bool] | None = None,
     min_devices: int = 1,
-    domain: Callable[[Case, Contract], bool] | None = None,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Register ``body`` under ``id`` (in definition order: gates come first).
-
-    ``domain`` defaults to ``reuse``: the examples a check may take over are
-    those its own strategy could have drawn.
-    """
+    """Register ``body`` under ``id`` (in definition order: gates come first)."""
     if min_devices > 1 and gate:
         raise ValueError(f"gate check {id!r} must run on one device")
 
     def register(body: Callable[..., None]) -> Callable[..., None]:
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
-        CHECKS[id] = Check(
-            id,
-            title,
-            contracts,
-            body,
-            None if strategy is None else _guard_strategy(id, strategy),
-            gate,
-            examples,
-            reuse,
-            min_devices,
-            domain if domain is not None else reuse,
-        )
+        CHECKS[id] = Check(id, title, contracts, body, domain, gate, examples, min_devices)
         return body
 
     return register
@@ -124,16 +109,6 @@ def needs_devices(check_id: str, contract: Contract) -> None:
     reason = not_applicable(check_id, contract)
     if reason is not None:
         pytest.skip(reason)
-
-
-def _guard_strategy(
-    check_id: str, strategy: Callable[[Contract], SearchStrategy[Any]]
-) -> Callable[[Contract], SearchStrategy[Any]]:
-    def guarded(contract: Contract) -> SearchStrategy[Any]:
-        needs_devices(check_id, contract)  # before the strategy asks for meshes there are no devices for
-        return strategy(contract)
-
-    return guarded
 
 
 def gates_for(contract: Contract) -> list[Check]:

@@ -46,6 +46,7 @@ class Report:
     supervised: bool = False
     results: dict[str, CheckVerdict] = field(default_factory=dict)
     duration: float = 0.0
+    schedule_seed: int = 0  # the covering schedule's (strategies.Schedule)
 
     def add(self, result: CheckVerdict) -> None:
         self.results[result.id] = result
@@ -121,6 +122,7 @@ def to_json(report: Report) -> dict[str, Any]:
             "contract": report.contract,
             "hypothesis_profile": report.profile,
             "hypothesis_seed": report.seed,
+            "schedule_seed": report.schedule_seed,
             "duration_s": round(report.duration, 3),
         },
         "verdict": {
@@ -144,6 +146,12 @@ def to_json(report: Report) -> dict[str, Any]:
                 "calls": r.calls,
                 "compiles": r.compiles,
                 "xfail_reason": r.xfail_reason,
+                "coverage": {
+                    "cells": r.cells,
+                    "scheduled": r.scheduled,
+                    "inputs": dict(sorted(r.coverage.items())),
+                    "unvisited": list(r.unvisited),
+                },
             }
             for r in every
         ],
@@ -184,7 +192,43 @@ def markdown(report: Report) -> str:
     for r in report.ordered():
         counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
         lines.append(f"| `{r.id}` | {r.status.value} | {counts} | {r.seconds:.2f} s |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", *coverage_table(report)]) + "\n"
+
+
+_AXES = ("dtype", "placement", "mesh", "length")
+
+
+def coverage_table(report: Report) -> list[str]:
+    """Markdown: per check, the cells of dtype x placement x mesh x length it judged, and the
+    inputs per value of each axis; then every cell a check left unvisited."""
+    rows = [r for r in report.ordered() if r.cells or r.coverage]
+    if not rows:
+        return []
+    lines = [
+        f"Coverage (dtype x placement x mesh x length; schedule seed {report.schedule_seed}):",
+        "",
+        "| check | cells judged | inputs | per dtype | per placement | per mesh | per length |",
+        "|---|---:|---:|---|---|---|---|",
+    ]
+    unvisited: list[str] = []
+    for r in rows:
+        marginals = []
+        for axis in range(len(_AXES)):
+            counts: dict[str, int] = {}
+            for cell, count in r.coverage.items():
+                value = cell.split(" / ")[axis]
+                counts[value] = counts.get(value, 0) + count
+            marginals.append(" ".join(f"{k}:{v}" for k, v in sorted(counts.items())))
+        judged = f"{r.cells - len(r.unvisited)} of {r.cells}" if r.cells else "-"
+        lines.append(f"| `{r.id}` | {judged} | {sum(r.coverage.values())} | " + " | ".join(marginals) + " |")
+        unvisited += [f"- `{r.id}`: {cell}" for cell in r.unvisited]
+    if unvisited:
+        lines += ["", f"Cells left unvisited ({len(unvisited)}):", *unvisited[:50]]
+        if len(unvisited) > 50:
+            lines.append(f"- ... and {len(unvisited) - 50} more (the JSON report lists them all)")
+    elif any(r.cells for r in rows):
+        lines += ["", "Every cell of every check's domain was visited."]
+    return lines
 
 
 def timing_summary(report: Report) -> str:

@@ -15,7 +15,10 @@ not when built, so building a strategy never starts JAX's backend.
 
 from __future__ import annotations
 
+import random
+import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import jax
 import ml_dtypes
@@ -24,11 +27,18 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from jax.sharding import Mesh
 
-from conformance.case import Case, MeshArg, Placement, make_mesh
-from conformance.contract import DATA_AXIS, Contract, dtypes_in_domain
+from conformance import coverage
+from conformance.case import NUMPY_FORMS, TARGET, TILE, Case, MeshArg, Placement, make_mesh
+from conformance.contract import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance.coverage import LONG_MAX, MEDIUM_MAX, SHORT_MAX, Cell
 
 OTHER_AXIS = "model"
-MAX_LENGTH = 2100  # past the 2048 block boundary, with room for its neighbours
+MAX_LENGTH = LONG_MAX  # 2**20 + 1: past the thresholds where implementations change path
+# Neighbours of the powers of two where chunked loops, tiles, donation and
+# offloading thresholds sit (4096 elements, 8192, 1 MiB of float32, 65536, 2**20).
+LONG_LENGTHS = tuple(
+    n for k in (12, 13, 14, 16, 17, 18, 20) for n in (2**k - 1, 2**k, 2**k + 1)
+)
 
 # Lengths where implementations tend to break: empty, tiny, block boundaries
 # of common vector widths and tile sizes, and primes (which only a data axis
@@ -66,6 +76,7 @@ BOUNDARY_LENGTHS = (
     2047,
     2048,
     2049,
+    *LONG_LENGTHS,
 )
 PRIME_LENGTHS = (
     2,
@@ -131,8 +142,8 @@ def lengths(
     raw = st.one_of(
         st.sampled_from([n for n in BOUNDARY_LENGTHS + PRIME_LENGTHS if n <= max_length]),
         near_multiple,
-        st.integers(0, max_length),
-        st.integers(max_length // 2, max_length),  # long vectors: Hypothesis favours small integers
+        st.integers(0, min(max_length, MEDIUM_MAX)),
+        st.integers(min(max_length, MEDIUM_MAX), max_length),  # long vectors: Hypothesis favours small integers
     )
     if divisible is None:
         return raw
@@ -183,6 +194,28 @@ def _float_dtype(name: str) -> np.dtype:
 _DRAWN_ELEMENTS = 16  # at most this many elements are drawn one by one, at drawn positions
 
 
+def background(rng: np.random.Generator, dtype: np.dtype, length: int, edges: np.ndarray) -> np.ndarray:
+    """``length`` integers of ``dtype``, a different value in (nearly) every position.
+
+    Uniform over the dtype with ``edges`` mixed in at a quarter of the
+    positions.  Past ``TILE`` elements a block of ``TILE`` (a prime) repeats,
+    so a long vector costs little to make and its ``--case`` token stays short,
+    and no power-of-two chunk of it looks like another.
+    """
+    block = min(length, TILE)
+    info = np.iinfo(dtype)
+    out = rng.integers(info.min, info.max, size=block, dtype=dtype, endpoint=True)
+    mixed = rng.random(block) < 0.25
+    out[mixed] = rng.choice(edges, size=int(mixed.sum()))
+    return np.resize(out, length) if length > block else out
+
+
+def _positions(length: int) -> st.SearchStrategy[int]:
+    """Where drawn elements go: anywhere, or at the tail and next to powers of two."""
+    marks = sorted({i for k in range(1, 21) for i in (2**k - 1, 2**k) if i < length} | {length - 1})
+    return st.one_of(st.integers(0, length - 1), st.sampled_from(marks))
+
+
 @st.composite
 def _vectors(
     draw: st.DrawFn, *, dtype: np.dtype, length: int, edges: np.ndarray, elements: st.SearchStrategy[int]
@@ -190,28 +223,41 @@ def _vectors(
     """``length`` integers of ``dtype``: a background and a few elements drawn where Hypothesis likes.
 
     The background is one drawn element repeated or, as often, a different
-    value in every position: uniform over the dtype with ``edges`` mixed in
-    at a quarter of the positions, from a generator Hypothesis seeds.  So a
-    long vector is not mostly one number (what ``hnp.arrays`` gives: it draws
-    a few elements and fills the rest with one value), a defect at any
-    position shows, and Hypothesis makes a few dozen choices however long the
-    vector is.  It shrinks to a constant background with a few elements.
+    value in every position (``background``, from a generator Hypothesis
+    seeds).  So a long vector is not mostly one number (what ``hnp.arrays``
+    gives: it draws a few elements and fills the rest with one value), a
+    defect at any position shows, and Hypothesis makes a few dozen choices
+    however long the vector is.  It shrinks to a constant background with a
+    few elements.
     """
     if length == 0:
         return np.zeros(0, dtype)
     if draw(st.booleans()):
-        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-        info = np.iinfo(dtype)
-        out = rng.integers(info.min, info.max, size=length, dtype=dtype, endpoint=True)
-        mixed = rng.random(length) < 0.25
-        out[mixed] = rng.choice(edges, size=int(mixed.sum()))
+        out = background(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), dtype, length, edges)
     else:
         out = np.full(length, draw(elements), dtype=dtype)
-    for index, value in draw(
-        st.lists(st.tuples(st.integers(0, length - 1), elements), max_size=_DRAWN_ELEMENTS)
-    ):
+    for index, value in draw(st.lists(st.tuples(_positions(length), elements), max_size=_DRAWN_ELEMENTS)):
         out[index] = value
     return out
+
+
+def _integer_edges(dtype: np.dtype) -> list[int]:
+    info = np.iinfo(dtype)
+    wanted = [info.min, info.max, 0, 1, -1 if info.min < 0 else 2]
+    wanted += [info.max // 2, info.max // 2 + 1, info.min // 2, info.min // 2 - 1]
+    return sorted({int(e) for e in wanted if info.min <= e <= info.max})
+
+
+def _as_bits(dtype: np.dtype) -> tuple[np.dtype, np.ndarray]:
+    """The integer dtype values of ``dtype`` are drawn as, and its edge values in it.
+
+    Floats are drawn as bit patterns (edges: ``special_floats``); integers as
+    themselves (edges: the extremes, 0, 1, -1 and the halves).
+    """
+    if dtype.name in _FLOAT_FORMATS:
+        return np.dtype(f"u{dtype.itemsize}"), special_floats(dtype).view(f"u{dtype.itemsize}")
+    _check(dtype.kind in "iu", f"values() has no strategy for dtype {dtype}")
+    return dtype, np.array(_integer_edges(dtype), dtype=dtype)
 
 
 def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrategy[np.ndarray]:
@@ -222,46 +268,27 @@ def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrate
     ``special_floats``.  Integers cover the full range with the extremes.
     Complex numbers draw each component as their float type does.  Long
     vectors differ in every position, not only in a few (see ``_vectors``).
+
+    >>> values(dtype="int8", length=4).example().dtype
+    dtype('int8')
     """
     dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
     _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
     if dtype.kind == "c":
         part = _float_dtype(f"float{dtype.itemsize * 4}")
         return values(dtype=part, length=2 * length).map(lambda a: a.view(dtype))
-    if dtype.name in _FLOAT_FORMATS:
-        bits = np.dtype(f"u{dtype.itemsize}")
-        specials = special_floats(dtype).view(bits)
-        elements = st.one_of(
-            st.sampled_from([int(b) for b in specials]), st.integers(0, int(np.iinfo(bits).max))
-        )
-        return _vectors(dtype=bits, length=length, edges=specials, elements=elements).map(
-            lambda a: a.view(dtype)
-        )
-    _check(dtype.kind in "iu", f"values() has no strategy for dtype {dtype}")
-    info = np.iinfo(dtype)
-    edges = sorted(
-        {
-            e
-            for e in [
-                info.min,
-                info.max,
-                0,
-                1,
-                -1 if info.min < 0 else 2,
-                info.max // 2,
-                info.max // 2 + 1,
-                info.min // 2,
-                info.min // 2 - 1,
-            ]
-            if info.min <= e <= info.max
-        }
-    )
-    return _vectors(
-        dtype=dtype,
-        length=length,
-        edges=np.array(edges, dtype=dtype),
-        elements=st.one_of(st.sampled_from(edges), st.integers(int(info.min), int(info.max))),
-    )
+    bits, edges = _as_bits(dtype)
+    info = np.iinfo(bits)
+    elements = st.one_of(st.sampled_from([int(e) for e in edges]), st.integers(int(info.min), int(info.max)))
+    return _vectors(dtype=bits, length=length, edges=edges, elements=elements).map(lambda a: a.view(dtype))
+
+
+def values_from(rng: np.random.Generator, dtype: np.dtype, length: int) -> np.ndarray:
+    """What ``values`` draws with a different value in every position, from ``rng`` (the schedule's)."""
+    if dtype.kind == "c":
+        return values_from(rng, _float_dtype(f"float{dtype.itemsize * 4}"), 2 * length).view(dtype)
+    bits, edges = _as_bits(dtype)
+    return background(rng, bits, length, edges).view(dtype)
 
 
 def dtypes(
@@ -283,6 +310,7 @@ def meshes(
     max_size: int | None = None,
     ndims: Sequence[int] = (1, 2),
     min_axis_size: int = 1,
+    kind: str | None = None,
 ) -> st.SearchStrategy[Mesh]:
     """Meshes over any subset of ``devices`` (default: all), in any order.
 
@@ -290,7 +318,18 @@ def meshes(
     'model' in either order, with any factorisation of the size.
     ``min_axis_size=2`` (with ``ndims=(2,)``) keeps the 2-D meshes where
     neither axis is trivial: the data axis is a strict part of the mesh.
+    ``kind`` (a mesh kind of ``coverage.MESHES`` but ``default``) sets both:
+    ``1d``, ``2d`` (both axes of 2+ devices) or ``2d-data1`` (the data axis has
+    one device, the vector is replicated over ``model``).
+
+    >>> meshes(kind="2d")  # doctest: +ELLIPSIS
+    ...
     """
+    if kind is not None:
+        _check(kind in ("1d", "2d", "2d-data1"), f"kind={kind!r} must be '1d', '2d' or '2d-data1'")
+        ndims = (1,) if kind == "1d" else (2,)
+        min_axis_size = 2 if kind == "2d" else 1
+        min_size = max(min_size, coverage.MESH_DEVICES[kind])
     # What can be checked without the devices is checked now; the device count when drawn.
     _check(
         isinstance(min_size, int)
@@ -307,7 +346,12 @@ def meshes(
         f"min_axis_size={min_axis_size!r} must be an int >= 1, and above 1 only with ndims=(2,)",
     )
     return _meshes(
-        devices=devices, min_size=min_size, max_size=max_size, ndims=tuple(ndims), min_axis_size=min_axis_size
+        devices=devices,
+        min_size=min_size,
+        max_size=max_size,
+        ndims=tuple(ndims),
+        min_axis_size=min_axis_size,
+        data_one=kind == "2d-data1",
     )
 
 
@@ -325,6 +369,7 @@ def _meshes(
     max_size: int | None,
     ndims: Sequence[int],
     min_axis_size: int = 1,
+    data_one: bool = False,
 ) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
     top = len(pool) if max_size is None else max_size
@@ -342,28 +387,52 @@ def _meshes(
     ids = [int(d.id) for d in chosen]
     if draw(st.sampled_from(sorted(ndims))) == 1:
         return make_mesh(ids, (size,), (DATA_AXIS,))
-    data = draw(st.sampled_from(_splits(size, min_axis_size)))
+    data = 1 if data_one else draw(st.sampled_from(_splits(size, min_axis_size)))
     if draw(st.booleans()):
         return make_mesh(ids, (data, size // data), (DATA_AXIS, OTHER_AXIS))
     return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
 
 
-def placements(*, length: int, devices: Sequence[jax.Device] | None = None) -> st.SearchStrategy[Placement]:
-    """Where the input lives: uncommitted, NumPy, one device, or sharded.
+def placements(
+    *,
+    length: int,
+    devices: Sequence[jax.Device] | None = None,
+    kinds: Sequence[str] | None = None,
+    target: bool = True,
+) -> st.SearchStrategy[Placement]:
+    """Where the input lives (``coverage.PLACEMENTS``): NumPy (plain, or a strided or
+    reversed view, non-native byte order, read-only), uncommitted, one device,
+    sharded elsewhere, or already in the target layout.
 
     Sharded placements use a number of devices that divides ``length``.
+    ``kinds`` keeps some of them; ``target=False`` leaves out the target
+    layout (there is none for a length the data axis does not divide).
+
+    >>> placements(length=8, kinds=["numpy-view"]).example()[0]
+    'numpy'
     """
     _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
     _check(devices is None or len(devices) >= 1, "placements needs at least one device")
-    return _placements(length=length, devices=devices)
+    chosen = [k for k in (kinds or coverage.PLACEMENTS) if target or k != "target"]
+    _check(
+        bool(chosen) and set(chosen) <= set(coverage.PLACEMENTS),
+        f"kinds={kinds!r} must name some of {coverage.PLACEMENTS}",
+    )
+    return _placements(length=length, devices=devices, kinds=tuple(chosen))
 
 
 @st.composite
-def _placements(draw: st.DrawFn, *, length: int, devices: Sequence[jax.Device] | None) -> Placement:
+def _placements(
+    draw: st.DrawFn, *, length: int, devices: Sequence[jax.Device] | None, kinds: tuple[str, ...]
+) -> Placement:
     pool = list(jax.devices() if devices is None else devices)
-    kind = draw(st.sampled_from(["uncommitted", "numpy", "device", "sharded"]))
+    kind = draw(st.sampled_from(kinds))
     if kind in ("uncommitted", "numpy"):
         return (kind,)
+    if kind == "numpy-view":
+        return ("numpy", draw(st.sampled_from(NUMPY_FORMS)))
+    if kind == "target":
+        return TARGET
     if kind == "device":
         return ("device", int(draw(st.sampled_from(pool)).id))
     ids = [int(d.id) for d in draw(st.permutations(pool))]
@@ -384,6 +453,8 @@ def cases(
     any_placement: bool = False,
     max_length: int = MAX_LENGTH,
     min_data_size: int = 1,
+    mesh_kinds: Sequence[str] | None = None,
+    placement_kinds: Sequence[str] | None = None,
 ) -> Case:
     """A whole example: values, mesh, how the mesh is passed, input placement.
 
@@ -391,6 +462,10 @@ def cases(
     full one draws every dtype and passes ``mesh`` (omitted, ``None`` or a
     mesh).  ``divisible=False`` draws lengths the data axis does not divide
     (so ``mesh`` is always a mesh whose data axis has at least 2 devices).
+    ``mesh_kinds`` and ``placement_kinds`` keep some kinds of the coverage
+    axes (``coverage.MESHES``, ``coverage.PLACEMENTS``; the latter implies
+    ``any_placement``): ``cases(dtypes_from=["int8"], mesh_kinds=["2d"],
+    placement_kinds=["numpy-view"])`` draws one cell, of any length.
     """
     contract = Contract(contract)
     if dtypes_from is not None:
@@ -402,16 +477,131 @@ def cases(
         if mesh_args is not None
         else (("omit",) if contract is Contract.SEED else ("mesh", "none", "omit"))
     )
+    if mesh_kinds is not None:
+        kind = draw(st.sampled_from(list(mesh_kinds)))
+        allowed = [a for a in allowed if (a == "mesh") == (kind != "default")] or ["mesh"]
     mesh_arg: MeshArg = "mesh" if not divisible else draw(st.sampled_from(list(allowed)))
     mesh = None
     data_size = 1
     if mesh_arg == "mesh":
-        mesh = draw(meshes())
+        mesh = draw(meshes(kind=kind) if mesh_kinds is not None else meshes())
         data_size = int(mesh.shape[DATA_AXIS])
         if not divisible and data_size < max(2, min_data_size):
             mesh = draw(meshes(min_size=2, ndims=(1,)))
             data_size = int(mesh.shape[DATA_AXIS])
-    n = draw(lengths(data_size=data_size, divisible=divisible, max_length=max_length))
+    n = draw(lengths(data_size=data_size, divisible=divisible, max_length=max(max_length, data_size + 1)))
     vals = draw(values(dtype=dtype, length=n))
-    placement: Placement = draw(placements(length=n)) if any_placement else ("uncommitted",)
+    placement: Placement = ("uncommitted",)
+    if any_placement or placement_kinds is not None:
+        placement = draw(placements(length=n, kinds=placement_kinds, target=divisible))
     return Case(vals, mesh, mesh_arg, placement)
+
+
+# ---------------------------------------------------------------------------
+# The covering schedule: one input per cell, every run
+
+
+@dataclass
+class Schedule:
+    """The schedule's input for every cell (``coverage.Cell``), made on demand and kept.
+
+    Inputs of one dtype, mesh kind and length class share their mesh and
+    length, whatever the placement, so that a cell costs a compile per
+    (dtype, mesh, length) and not per placement.  The lengths of a class
+    are the neighbours of its powers of two (2**k - 1, 2**k + 1, a multiple
+    of the data axis next to them), the long ones up to 2**20 + 1.  Values
+    come from ``values_from`` with a generator seeded by ``seed`` and the
+    cell, so a ``ci`` run (seed 0) makes the same inputs every time.
+    """
+
+    seed: int = 0
+    _meshes: dict[str, Mesh | None] = field(default_factory=dict)
+    _cases: dict[tuple[Cell, bool], Case] = field(default_factory=dict)
+    _values: dict[tuple[str, str, str, bool], np.ndarray] = field(default_factory=dict)
+
+    def _rng(self, *parts: object) -> random.Random:
+        return random.Random(f"{self.seed}/" + "/".join(map(str, parts)))
+
+    def mesh(self, kind: str) -> Mesh | None:
+        if kind not in self._meshes:
+            pool = [int(d.id) for d in jax.devices()]
+            rng = self._rng("mesh", kind)
+            rng.shuffle(pool)
+            built: Mesh | None = None
+            if kind == "1d":
+                size = rng.choice([k for k in (2, 3, 4, 8, len(pool)) if k <= len(pool)] or [1])
+                built = make_mesh(pool[:size], (size,), (DATA_AXIS,))
+            elif kind in ("2d", "2d-data1"):
+                size = 4 if len(pool) < 8 else rng.choice([4, 8]) if kind == "2d" else rng.choice([2, 4, 8])
+                size = min(size, len(pool))
+                data = (2 if size == 4 else rng.choice([2, 4])) if kind == "2d" else 1
+                names = (DATA_AXIS, OTHER_AXIS) if rng.random() < 0.5 else (OTHER_AXIS, DATA_AXIS)
+                shape = (data, size // data) if names[0] == DATA_AXIS else (size // data, data)
+                built = make_mesh(pool[:size], shape, names)
+            self._meshes[kind] = built
+        return self._meshes[kind]
+
+    def length(self, cell: Cell, data_size: int, *, divisible: bool = True) -> int:
+        """A length of the cell's class that ``data_size`` divides (or, ``divisible=False``, does not).
+
+        Next to a power of two.  Long vectors come in four tiers, past the
+        thresholds where implementations change path: past 4096 elements, past
+        8192, past 65536, and 1 MiB or more; each dtype gets every tier, one per
+        mesh kind (which tier goes with which kind changes with the seed).
+        """
+        rng = self._rng("length", cell.dtype, cell.mesh, cell.length, data_size, divisible)
+        if cell.length == "empty":
+            return 0
+        if cell.length == "long":
+            itemsize = np.dtype(jax.numpy.dtype(cell.dtype)).itemsize
+            mesh_index = coverage.MESHES.index(cell.mesh) if cell.mesh in coverage.MESHES else 0
+            tier = (zlib.crc32(cell.dtype.encode()) + mesh_index + self.seed) % 4
+            power = [2**12, 2**13, 2**16, max(2**17, 2**20 // itemsize)][tier]
+            n = power + rng.choice([1, -1] if 0 < tier < 3 else [1])
+            bottom, top = MEDIUM_MAX + 1, LONG_MAX
+        else:
+            top = {"short": SHORT_MAX, "medium": MEDIUM_MAX}[cell.length]
+            bottom = {"short": 1, "medium": SHORT_MAX + 1}[cell.length]
+            powers = [2**k for k in range(20 + 1) if bottom <= 2**k <= top]
+            n = min(max(rng.choice(powers) + rng.choice([-1, 1]), bottom), top)
+        if divisible:
+            n -= n % data_size
+            return n if n >= bottom else n + data_size
+        return n if n % data_size else n + 1
+
+    def case(self, cell: Cell, *, divisible: bool = True) -> Case:
+        """The schedule's input for ``cell`` (a length the data axis does not divide: ``divisible=False``).
+
+        The cells of one dtype, mesh kind and length class share their values:
+        only the placement differs between them.
+        """
+        slot = (cell, divisible)
+        if slot not in self._cases:
+            mesh = self.mesh(cell.mesh)
+            group = (cell.dtype, cell.mesh, cell.length, divisible)
+            mesh_arg: MeshArg = "mesh" if mesh is not None else self._rng("arg", *group).choice(["omit", "none"])
+            n = self.length(cell, data_axis_size(mesh), divisible=divisible)
+            if group not in self._values:
+                dtype = np.dtype(jax.numpy.dtype(cell.dtype))
+                rng = np.random.default_rng(self._rng("values", *group).getrandbits(64))
+                self._values[group] = values_from(rng, dtype, n)
+            placement = self._placement(cell.placement, n, mesh, self._rng("placement", cell, divisible))
+            self._cases[slot] = Case(self._values[group], mesh, mesh_arg, placement)
+        return self._cases[slot]
+
+    @staticmethod
+    def _placement(kind: str, n: int, mesh: Mesh | None, rng: random.Random) -> Placement:
+        ids = [int(d.id) for d in jax.devices()]
+        target = set(ids[:1]) if mesh is None else {int(d.id) for d in mesh.devices.flat}
+        others = [i for i in ids if i not in target] or ids[::-1]
+        if kind == "numpy-view":
+            return ("numpy", rng.choice(NUMPY_FORMS))
+        if kind == "target":
+            return TARGET
+        if kind == "device":
+            return ("device", rng.choice(others))
+        if kind == "elsewhere":
+            sizes = [k for k in range(1, len(others) + 1) if n % k == 0]
+            size = rng.choice(sizes)
+            return ("sharded", tuple(others[:size]), rng.choice(["split", "replicated"]))
+        return (kind,)

@@ -21,7 +21,7 @@ from whether every check of the contract reached one:
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -73,6 +73,12 @@ class CheckVerdict:
     compiles: int = 0  # backend compiles during those calls
     seconds_in_impl: float = 0.0
     xfail_reason: str | None = None  # the --xfail-file reason, when the check is listed
+    # Coverage (coverage.py): inputs judged per cell ("dtype / placement / mesh / length"),
+    # the cells of the check's domain, the schedule's inputs, and the cells left unvisited.
+    coverage: dict[str, int] = field(default_factory=dict)
+    cells: int = 0
+    scheduled: int = 0
+    unvisited: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -3,8 +3,9 @@
 Fast by construction: the jitted function for a mesh is built once and kept
 (the exercise's own version builds a new one per call, and every call
 compiles).  A call costs one dictionary look-up, a divisibility test, a look
-at the input's layout and the jitted call itself; only a committed input in
-another layout pays for a ``jax.device_put`` first.
+at the input's layout and the jitted call itself; only an input in another
+layout pays for a ``jax.device_put`` first (one executable per mesh, shape
+and dtype: every input reaches it in the target layout).
 """
 
 from __future__ import annotations
@@ -42,22 +43,27 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
     """
     entry = _compiled.get(mesh)
     fn, sharding, size = entry if entry is not None else _build(mesh)
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:
+        # JAX refuses non-native byte order (jit), or reads the bytes as if native
+        # (device_put): a native copy; the caller's array is left as it is.
+        x = x.astype(x.dtype.newbyteorder("="))
     n = x.shape[0]
     if n % size:
         raise ValueError(
             f"pjit_double: length {n} is not divisible by the size {size} of the mesh's {DATA_AXIS!r} axis"
         )
-    if (
-        not isinstance(x, jax.core.Tracer)  # traced (make_jaxpr, an outer jit): jit places it
-        and getattr(x, "committed", False)
-        and x.sharding is not sharding
-        and x.sharding != sharding
-    ):
-        # A committed input in another layout is placed explicitly, never left
-        # to jit: jit refuses some such inputs, and in JAX 0.10.2 it accepts an
-        # input split over as many other devices (or the same ones in another
-        # order), moves it on the first call and crashes the process on the
-        # next (tests/test_reference.py).  Equivalent layouts go straight in.
-        if not x.sharding.is_equivalent_to(sharding, 1):
-            x = jax.device_put(x, sharding)
-    return fn(x)
+    if isinstance(x, jax.core.Tracer):  # traced (make_jaxpr, an outer jit): jit places it
+        return fn(x)
+    if not isinstance(x, jax.Array):  # NumPy, or anything array-like: straight to the target layout
+        return fn(jax.device_put(np.asarray(x), sharding))
+    if x.sharding is sharding or x.sharding == sharding or x.sharding.is_equivalent_to(sharding, 1):
+        return fn(x)  # equivalent layouts go straight in
+    # Any other layout, committed or not, is placed explicitly, never left to jit:
+    # jit refuses some committed inputs, and in JAX 0.10.2 it accepts an input split
+    # over as many other devices (or the same ones in another order), moves it on
+    # the first call and crashes the process on the next (tests/test_reference.py).
+    # Between CPU devices through host memory: a device-to-device device_put, and
+    # jit's own move of an uncommitted input, compile a transfer per shape, dtype
+    # and pair of layouts.
+    on_cpu = x.is_fully_addressable and all(d.platform == "cpu" for d in x.sharding.device_set)
+    return fn(jax.device_put(np.asarray(x) if on_cpu else x, sharding))

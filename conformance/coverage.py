@@ -1,0 +1,133 @@
+"""The input space's small finite axes, their cells, and which cells each check judged.
+
+Four axes cut the space of single calls into cells:
+
+* ``dtype``: every dtype of the contract's domain;
+* ``placement``: where x lives (``PLACEMENTS``): a NumPy array, a NumPy array
+  as users also have them (a strided or reversed view, non-native byte order,
+  read-only), uncommitted, committed to one device, committed elsewhere
+  (split or replicated over other devices), already in the target layout;
+* ``mesh``: how the layout is asked for (``MESHES``): no mesh (the first
+  device), a 1-D mesh, a 2-D mesh with both axes of 2+ devices, a 2-D mesh
+  whose data axis has one device (the vector replicated over ``model``);
+* ``length``: empty, short (up to 64), medium (up to 4096), long (up to 2**20 + 1).
+
+A check declares the axes it spans (``Axes``); its cells are their product,
+and the covering schedule (``schedule``) gives every one of them an input in
+every run, before Hypothesis draws the rest.  ``Tally`` counts the inputs a
+check judged per cell, whoever drew them; the report shows the counts and
+names any cell left unvisited.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from conformance.contract import DATA_AXIS, Contract, dtypes_in_domain
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+    from conformance.case import Case, Placement
+
+PLACEMENTS = ("numpy", "numpy-view", "uncommitted", "device", "elsewhere", "target")
+MESHES = ("default", "1d", "2d", "2d-data1")
+LENGTHS = ("empty", "short", "medium", "long")
+SHORT_MAX = 64
+MEDIUM_MAX = 4096
+LONG_MAX = 2**20 + 1
+
+# Devices a mesh kind needs.
+MESH_DEVICES = {"default": 1, "1d": 1, "2d": 4, "2d-data1": 2}
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    dtype: str
+    placement: str
+    mesh: str
+    length: str
+
+    def __str__(self) -> str:
+        return f"{self.dtype} / {self.placement} / {self.mesh} / {self.length}"
+
+
+def length_class(n: int) -> str:
+    if n == 0:
+        return "empty"
+    if n <= SHORT_MAX:
+        return "short"
+    return "medium" if n <= MEDIUM_MAX else "long"
+
+
+def placement_kind(placement: Placement) -> str:
+    kind = placement[0]
+    if kind == "numpy":
+        return "numpy-view" if len(placement) > 1 else "numpy"
+    if kind == "sharded":
+        return "elsewhere"
+    return str(kind)
+
+
+def mesh_kind(mesh: Mesh | None) -> str:
+    """``default``, ``1d``, ``2d``, ``2d-data1``, or ``2d-other1`` (a 2-D mesh whose other axis
+    has one device: a 1-D layout with an extra name, drawn but not a cell of its own)."""
+    if mesh is None:
+        return "default"
+    if len(mesh.axis_names) == 1:
+        return "1d"
+    data = int(mesh.shape[DATA_AXIS])
+    other = int(np.prod([size for name, size in mesh.shape.items() if name != DATA_AXIS]))
+    if other == 1:
+        return "2d-other1"
+    return "2d" if data >= 2 else "2d-data1"
+
+
+def cell_of(case: Case) -> Cell:
+    return Cell(
+        str(case.dtype), placement_kind(case.placement), mesh_kind(case.mesh), length_class(case.n)
+    )
+
+
+@dataclass(frozen=True)
+class Axes:
+    """The cells a check judges: the values of each axis it spans (``None``: all of the axis).
+
+    ``dtypes=("float32",)`` keeps one dtype; ``meshes=("default",)`` the calls
+    without a mesh, and so on.  The seed contract has one cell per length:
+    float32, uncommitted, no mesh.
+    """
+
+    dtypes: tuple[str, ...] | None = None
+    placements: tuple[str, ...] | None = None
+    meshes: tuple[str, ...] | None = None
+    lengths: tuple[str, ...] | None = None
+
+    def cells(self, contract: Contract, *, devices: int, x64: bool = False) -> list[Cell]:
+        if contract is Contract.SEED:
+            dtypes, placements, meshes = ["float32"], ["uncommitted"], ["default"]
+        else:
+            domain = [str(d) for d in dtypes_in_domain(contract, x64=x64)]
+            dtypes = [d for d in domain if self.dtypes is None or d in self.dtypes]
+            placements = list(self.placements or PLACEMENTS)
+            meshes = [m for m in (self.meshes or MESHES) if MESH_DEVICES[m] <= devices]
+        lengths = list(self.lengths or LENGTHS)
+        return [Cell(*c) for c in itertools.product(dtypes, placements, meshes, lengths)]
+
+
+@dataclass
+class Tally:
+    """Inputs a check judged, per cell."""
+
+    counts: Counter[Cell] = field(default_factory=Counter)
+
+    def add(self, case: Case) -> None:
+        self.counts[cell_of(case)] += 1
+
+    def unvisited(self, cells: list[Cell]) -> list[Cell]:
+        return [c for c in cells if not self.counts[c]]
