@@ -68,6 +68,9 @@ class Outcome:
     error: BaseException | None = None
     compiles: int = 0
     seconds: float = 0.0
+    # The jit executions that produced the result (jit_probe.JitCall, outermost first),
+    # for calls made while watching jax.jit; None for calls that were not watched.
+    jit_chain: list[Any] | None = None
 
 
 class _CompileCounter:

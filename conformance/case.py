@@ -150,6 +150,20 @@ def make_input(case: Case) -> Any:
     return jax.device_put(host, NamedSharding(mesh, spec))
 
 
+def may_refuse(case: Case, error: BaseException) -> bool:
+    """Whether raising ``error`` for ``case`` is a refusal the contract allows.
+
+    JAX itself refuses NumPy arrays in non-native byte order (``TypeError``
+    from jit; device_put reads their bytes as native).  An implementation may
+    refuse them too, with a TypeError or ValueError, as long as it neither
+    returns wrong values nor changes the caller's array.
+    """
+    swapped = (
+        case.placement == ("numpy", "byteswapped") and case.dtype.itemsize > 1 and case.dtype.kind in "iufc"
+    )
+    return swapped and isinstance(error, (TypeError, ValueError))
+
+
 def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
     """``values`` (a fresh copy) as a NumPy array of the given form (``NUMPY_FORMS``, or "")."""
     if form == "strided":

@@ -11,25 +11,35 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import zlib
 from typing import Any
 
 import jax
 import numpy as np
-from hypothesis import strategies as st
 from jax.sharding import Mesh
 
 from conformance import calls, domains, jit_probe, oracle
-from conformance.case import UNCOMMITTED, Case, MeshArg, describe_mesh, make_input, numpy_form
+from conformance.case import (
+    UNCOMMITTED,
+    Case,
+    MeshArg,
+    call_text,
+    describe_mesh,
+    describe_placement,
+    make_input,
+    may_refuse,
+    numpy_form,
+)
 from conformance.contract import (
     DATA_AXIS,
     Contract,
     data_axis_size,
     default_mesh,
-    dtypes_in_domain,
     target_sharding,
 )
 from conformance.kit import one_line
-from conformance.registry import FULL_ONLY, Inconclusive, check
+from conformance.registry import FULL_ONLY, Inconclusive, Refused, check
+from conformance.strategies import OTHER_AXIS
 
 # ---------------------------------------------------------------------------
 # Small helpers shared by several checks
@@ -123,7 +133,11 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
                     "its dtype and its flags as they were",
                 )
     now = _host(x, case.values)
-    if now.shape == case.values.shape and now.dtype != case.dtype and now.dtype.newbyteorder("=") == case.dtype:
+    if (
+        now.shape == case.values.shape
+        and now.dtype != case.dtype
+        and now.dtype.newbyteorder("=") == case.dtype
+    ):
         now = now.astype(case.dtype)  # the same values in the caller's byte order
     if now.dtype != case.dtype or not np.array_equal(_bits(now), _bits(case.values)):
         differs = (_bits(now) != _bits(case.values)).any(axis=-1) if now.shape == case.values.shape else []
@@ -370,6 +384,38 @@ def values_all_dtypes(kit: Any, case: Case) -> None:
 def layout_default_device(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _check_layout(kit, case, result)
+    del result  # results may be huge: one alive at a time
+    if kit.contract is Contract.FULL and not kit.in_schedule and len(jax.devices()) > 1:
+        # The same call made under jax.default_device(another device): the target is still
+        # jax.devices()[:1], whatever the caller's default device (drawn examples only:
+        # a compile each).
+        elsewhere = jax.devices()[-1]
+        x = make_input(case)
+        impl, kwargs = kit.impl, case.mesh_kwargs()
+
+        def under_default_device() -> Any:
+            with jax.default_device(elsewhere):
+                return calls.finished(impl(x, **kwargs))
+
+        outcome = kit.runner.run(
+            f"{call_text(case)} under jax.default_device(device {elsewhere.id})", under_default_device
+        )
+        if outcome.error is not None:
+            if may_refuse(case, outcome.error):
+                raise Refused(one_line(str(outcome.error)))
+            kit.fail_raised(case, outcome.error)
+        result = outcome.result
+        del outcome
+        if isinstance(result, jax.Array) and not result.sharding.is_equivalent_to(target_sharding(None), 1):
+            kit.fail(
+                f"under jax.default_device(device {elsewhere.id}), the result is not on the first device",
+                case,
+                expected="a sharding equivalent to NamedSharding(default (first device only), P('data')): "
+                "jax.devices()[:1] whatever the default device",
+                got=repr(result.sharding),
+                hint="build the default mesh from jax.devices()[:1], not from the default device "
+                "(jax.config.jax_default_device, jnp.zeros(()).devices())",
+            )
 
 
 @check(
@@ -439,7 +485,7 @@ def divisibility_error(kit: Any, case: Case) -> None:
             hint="shard with NamedSharding(mesh, P('data')) as jit's in_shardings: an equal "
             "partition is impossible here, and JAX says so (padding or replicating hides it)",
         )
-    if not isinstance(outcome.error, ValueError):
+    if not isinstance(outcome.error, ValueError) and not may_refuse(case, outcome.error):
         kit.fail(
             "the wrong exception for a length the data axis does not divide",
             case,
@@ -473,47 +519,67 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
     examples=0.5,
 )
 def jit_shardings(kit: Any, case: Case) -> None:
-    x = make_input(case)
+    # A real call with the real x, watched (Kit.call): the path this very input takes
+    # (a NumPy array, an array already in the target layout, a 16-bit dtype) is the
+    # one judged, not the path of an abstract input.
+    _, outcome = kit.call(case, shared=True)
+    if outcome.error is not None:
+        if may_refuse(case, outcome.error):
+            raise Refused(one_line(str(outcome.error)))
+        kit.fail_raised(case, outcome.error)
+    chain = list(outcome.jit_chain or [])
+    del outcome  # results may be huge: one alive at a time
     impl, kwargs = kit.impl, case.mesh_kwargs()
-    outcome = kit.runner.run(
-        "tracing pjit_double with jax.make_jaxpr", lambda: jax.make_jaxpr(lambda v: impl(v, **kwargs))(x)
-    )
-    how = "traced with jax.make_jaxpr"
-    if outcome.error is None:
-        chain = jit_probe.output_chain(outcome.result)
-    else:
-        error = outcome.error
-        text = one_line(f"{type(error).__name__}: {error}")
-        if isinstance(error, TypeError) and "lowered and compiled" in str(error):
-            raise Inconclusive(
-                f"jax.make_jaxpr cannot trace an ahead-of-time compiled executable "
-                f"({text}), so whether it was compiled with the requested shardings "
-                f"cannot be seen"
-            )
-        # It looks at concrete values (x.committed, np.asarray): watch a real call instead.
-        x = make_input(case)
-        watched = kit.runner.run(
-            "calling pjit_double while watching jax.jit",
-            lambda: calls.finished(jit_probe.observe(impl, x, **kwargs)),
-        )
-        if watched.error is not None:
-            kit.fail_raised(case, watched.error)
-        chain = watched.result[1]
-        how = f"seen in a real call, since tracing failed with {text}"
     target = target_sharding(case.mesh)
     if any(
         jit_probe.is_layout(c.in_sharding, target) and jit_probe.is_layout(c.out_sharding, target)
         for c in chain
     ):
         return
+    # Not seen in the real call: trace it too, to say what happened instead.
+    traced = kit.runner.run(
+        "tracing pjit_double with jax.make_jaxpr",
+        lambda: jax.make_jaxpr(lambda v: impl(v, **kwargs))(
+            jax.ShapeDtypeStruct(case.values.shape, case.dtype)
+        ),
+    )
+    if traced.error is not None:
+        text = one_line(f"{type(traced.error).__name__}: {traced.error}")
+        if not chain and isinstance(traced.error, TypeError) and "lowered and compiled" in str(traced.error):
+            raise Inconclusive(
+                f"jax.make_jaxpr cannot trace an ahead-of-time compiled executable "
+                f"({text}), and a real call shows no jit execution, so whether it was compiled "
+                f"with the requested shardings cannot be seen"
+            )
+        how = f"seen in a real call; tracing failed with {text}"
+        traced_ok = False
+        jaxpr = None
+    else:
+        jaxpr = traced.result
+        trace_chain = jit_probe.output_chain(jaxpr)
+        traced_ok = any(
+            jit_probe.is_layout(c.in_sharding, target) and jit_probe.is_layout(c.out_sharding, target)
+            for c in trace_chain
+        )
+        how = "seen in a real call"
     want = (
         f"in_shardings and out_shardings equivalent to NamedSharding({describe_mesh(case.mesh)}, P('data'))"
     )
+    where = describe_placement(case.placement)
+    if traced_ok:
+        kit.fail(
+            "for this input the result does not come out of jax.jit with the target layout",
+            case,
+            expected=want + f", for x {where} as for any other x",
+            got=f"jit calls {[c.name for c in chain] or 'none'} returned it in a real call; "
+            f"traced with an abstract x of this shape and dtype, jit with the target layout does",
+            hint=f"this x ({where}, dtype {case.dtype}) takes another path: send every input through "
+            f"the same jax.jit(f, in_shardings=s, out_shardings=s), with no eager or device_put-only path",
+        )
     if not chain:
-        if outcome.error is not None:
+        if jaxpr is None:
             got = f"no jax.jit execution returned the result ({how})"
         else:
-            jaxpr = outcome.result
             elsewhere = list(jit_probe.jit_calls(jaxpr))
             primitives = sorted({e.primitive.name for e in jaxpr.eqns})[:8]
             got = (
@@ -566,6 +632,33 @@ def _other_mesh(case: Case) -> Mesh:
     )
 
 
+def _fitting(placement: Any, n: int) -> Any:
+    """``placement`` for a vector of length ``n``: split over devices that do not divide it, replicated."""
+    if placement[0] == "sharded" and placement[2] == "split" and n % len(placement[1]):
+        return ("sharded", placement[1], "replicated")
+    return placement
+
+
+def _mesh_neighbours(mesh: Mesh) -> list[Mesh]:
+    """Meshes a cache keyed on too little confuses with ``mesh``: the same flat device ids in
+    another shape, the axes in the other order, the same shape from the same first device
+    over other devices, and the same shape over other devices."""
+    devices = list(mesh.devices.flat)
+    size = len(devices)
+    found: list[Mesh] = []
+    if mesh.devices.ndim == 1 and size >= 4 and size % 2 == 0:
+        found.append(Mesh(np.array(devices).reshape(2, size // 2), (DATA_AXIS, OTHER_AXIS)))
+    elif mesh.devices.ndim == 2:
+        found.append(Mesh(np.array(devices), (DATA_AXIS,)))
+        found.append(Mesh(mesh.devices.T, tuple(reversed(mesh.axis_names))))
+    rest = [d for d in jax.devices() if d not in devices[1:] and d != devices[0]]
+    if size >= 2 and rest:
+        others = [devices[0], *rest, *devices[1:]][:size]
+        found.append(Mesh(np.array(others).reshape(mesh.devices.shape), mesh.axis_names))
+    found.append(_other_mesh(Case(np.zeros(0), mesh, "mesh")))
+    return found
+
+
 # Calls in sequence: these checks make their own calls, on earlier checks' inputs
 # as well (warm, so that only the calls that differ compile).
 
@@ -577,14 +670,27 @@ def _other_mesh(case: Case) -> Mesh:
     examples=0.5,
 )
 def hygiene_no_stale_results(kit: Any, case: Case) -> None:
-    follow_ups = [dataclasses.replace(case, values=_flip_bits(case.values))]  # same shape/dtype/mesh
+    # Follow-ups that a cache keyed on too little confuses with the first call: other
+    # values in an array that may reuse the first x's id() and host buffer (the first x
+    # is freed before the next is made), a mesh that shares something with the case's
+    # (flat device ids, shape, first device), another dtype.
+    flipped = dataclasses.replace(case, values=_flip_bits(case.values))
+    follow_ups = [flipped]  # same shape/dtype/mesh
     if kit.contract is Contract.FULL:
-        follow_ups.append(dataclasses.replace(follow_ups[0], mesh=_other_mesh(case), mesh_arg="mesh"))
+        if case.mesh is None:
+            meshes = [_other_mesh(case)]
+        else:
+            neighbours = _mesh_neighbours(case.mesh)
+            pick = zlib.crc32(f"{case.n}/{case.dtype}/{case.placement}".encode()) % len(neighbours)
+            meshes = [neighbours[pick]]
+        for mesh in meshes:
+            n = case.n - case.n % data_axis_size(mesh)
+            follow_ups.append(Case(flipped.values[:n], mesh, "mesh", _fitting(flipped.placement, n)))
         other = np.dtype("int32") if case.dtype != np.dtype("int32") else np.dtype("float32")
         real = case.values.real if case.dtype.kind == "c" else case.values
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf cast to int32: any value will do
             follow_ups.append(dataclasses.replace(case, values=real.astype(other)))
-    _, first = kit.result(case)
+    first = kit.result(case)[1]  # the first x is not kept: a later x may take its place in memory
     if not _is_right(case, first):
         return  # a wrong first result is another check's finding; staleness needs a right one
     result: Any = None
@@ -720,25 +826,46 @@ def inputs_placements(kit: Any, case: Case) -> None:
     examples=0.25,
 )
 def compile_once(kit: Any, case: Case) -> None:
-    again = dataclasses.replace(case, values=_flip_bits(case.values))
-    inputs = [make_input(case), make_input(again), make_input(case)]  # made before counting
-    kit.result(case, inputs[0])
-    # Two more calls, and only compiles in both count: a one-off compile in a warm
-    # call (a cache entry of JAX's own evicted with a garbage-collected object)
-    # is not the implementation's doing; recompiling on every call is.
-    compiles = []
-    for later, x in ((again, inputs[1]), (case, inputs[2])):
-        _, outcome = kit.call(later, x)
+    # A history of calls, twice over: this input (A), the same values on another mesh
+    # (B), A with x placed another way (A'), A in another dtype (C).  The second round
+    # sees no (shape, dtype, mesh) that the first did not: a compile there is the
+    # implementation's.  A cache of one entry, or keyed on the placement or on the
+    # last dtype, recompiles in every call of it; JAX's own caches may, once (an entry
+    # evicted with a garbage-collected object): two compiles or more fail the check.
+    flipped = _flip_bits(case.values)
+    other_placement = ("numpy",) if case.placement == UNCOMMITTED else UNCOMMITTED
+    mesh_b = _other_mesh(case)
+    n_b = case.n - case.n % data_axis_size(mesh_b)
+    other = np.dtype("int32") if case.dtype != np.dtype("int32") else np.dtype("float32")
+    real = case.values.real if case.dtype.kind == "c" else case.values
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf cast to int32: any value will do
+        in_other_dtype = real.astype(other)
+    history = [
+        case,
+        Case(case.values[:n_b], mesh_b, "mesh", _fitting(case.placement, n_b)),
+        dataclasses.replace(case, values=flipped, placement=other_placement),
+        dataclasses.replace(case, values=in_other_dtype),
+    ]
+    for step in history:  # the first round: anything may compile
+        kit.result(step, make_input(step))
+    compiled: list[tuple[Case, int]] = []
+    for step in history:
+        x = make_input(step)  # made before the call: only the call's compiles count
+        _, outcome = kit.call(step, x)
         if outcome.error is not None:
-            kit.fail_raised(later, outcome.error)
-        compiles.append(outcome.compiles)
-        del outcome  # results may be huge: one alive at a time
-    if all(compiles):
+            if may_refuse(step, outcome.error):
+                raise Refused(one_line(str(outcome.error)))
+            kit.fail_raised(step, outcome.error)
+        if outcome.compiles:
+            compiled.append((step, outcome.compiles))
+        del outcome, x  # results may be huge: one alive at a time
+    if len(compiled) >= 2:
         kit.fail(
-            "later calls with the same shape, dtype and mesh compiled again",
-            again,
-            expected="0 backend compiles after the first call",
-            got=f"{compiles[0]} and {compiles[1]} backend compile(s) in the second and third calls",
-            hint="build the jitted function once per mesh and reuse it; a new lambda or a new "
-            "jax.jit(...) per call recompiles every time",
+            "calls with a shape, dtype and mesh already seen compiled again",
+            compiled[0][0],
+            expected="0 backend compiles in the second round of calls (A, B, A', C: all seen in the first)",
+            got="; ".join(f"{n} compile(s) for {c.describe()}" for c, n in compiled),
+            hint="build the jitted function once per mesh and keep it, whatever came in between (other "
+            "meshes, dtypes, placements): a cache of one entry, a new lambda or a new jax.jit(...) per "
+            "call recompiles",
         )

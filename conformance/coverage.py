@@ -89,9 +89,7 @@ def mesh_kind(mesh: Mesh | None) -> str:
 
 
 def cell_of(case: Case) -> Cell:
-    return Cell(
-        str(case.dtype), placement_kind(case.placement), mesh_kind(case.mesh), length_class(case.n)
-    )
+    return Cell(str(case.dtype), placement_kind(case.placement), mesh_kind(case.mesh), length_class(case.n))
 
 
 @dataclass(frozen=True)

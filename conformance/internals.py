@@ -1,14 +1,17 @@
 """The one door to other packages' private internals.
 
-Everything the kit reads from a private attribute of pytest, pytest-xdist or
-execnet lives here, each behind a guard that degrades to "unknown" rather
-than to a wrong verdict when the attribute moves.
+Everything the kit reads from a private attribute of pytest, pytest-xdist,
+execnet or JAX lives here, each behind a guard that degrades to "unknown"
+(or to a slower public path) rather than to a wrong verdict when the
+attribute moves.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -48,3 +51,55 @@ def worker_returncode(node: Any, *, wait: float) -> int | None:
         return popen.wait(timeout=wait) if wait > 0 else popen.poll()
     except subprocess.TimeoutExpired:
         return None
+
+
+def _drop_jit_dispatch_caches() -> None:
+    """Make every jitted call take JAX's Python dispatch path once more, keeping compiled code.
+
+    JAX's C++ dispatch caches answer a repeated call without the Python path
+    where jit's parameters are visible; dropping only them costs ~1 ms per
+    watched call, where ``jax.clear_caches()`` (the public fallback) drops the
+    compiled executables too and every later call compiles again (~80 ms).
+    """
+    import jax
+
+    try:
+        from jax._src import pjit as jax_pjit
+        from jax._src.lib import _jax
+
+        jax_pjit._cpp_pjit_cache_fun_only.clear()
+        jax_pjit._cpp_pjit_cache_explicit_attributes.clear()
+        _jax.PjitFunctionCache.clear_all()
+    except (ImportError, AttributeError):
+        jax.clear_caches()
+
+
+@contextmanager
+def jit_executions() -> Iterator[list[tuple[dict[str, Any], list[Any]]]]:
+    """Record every jit execution in the block: its parameters and its outputs.
+
+    Wraps JAX's private ``pjit._pjit_call_impl_python`` (no public hook sees
+    jit's in/out shardings in a real call); where it is missing the list stays
+    empty, which the jit probe reports as "no jit execution seen", and the
+    check falls back to tracing.
+    """
+    seen: list[tuple[dict[str, Any], list[Any]]] = []
+    try:
+        from jax._src import pjit as jax_pjit
+
+        original: Callable[..., Any] = jax_pjit._pjit_call_impl_python
+    except (ImportError, AttributeError):
+        yield seen
+        return
+
+    def spy(*flat: Any, **params: Any) -> Any:
+        answer = original(*flat, **params)
+        seen.append((params, list(answer[0])))
+        return answer
+
+    _drop_jit_dispatch_caches()
+    jax_pjit._pjit_call_impl_python = spy
+    try:
+        yield seen
+    finally:
+        jax_pjit._pjit_call_impl_python = original

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import jax
 from jax.extend import core as jax_core
 from jax.sharding import Sharding
+
+from conformance import internals
 
 JIT_PRIMITIVES = ("jit", "pjit")
 
@@ -96,30 +97,17 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
 def observe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[JitCall]]:
     """Call ``fn`` for real and return its result with the jit chain that produced it.
 
-    For implementations that cannot be traced because they look at concrete
-    values (``x.committed``, ``np.asarray``): JAX's caches are cleared so that
-    every jitted call takes the Python path, where the shardings it was
-    compiled with are visible, and each execution's outputs are recorded.
-    The chain is the execution whose output *is* the returned object, plus
-    the jit equations inside it that produce that output.  Runs on the
-    implementation's thread; restores JAX's internals before returning.
+    Sees what tracing cannot: the path a real input takes (a NumPy array, an
+    array already committed somewhere) and implementations that look at
+    concrete values (``x.committed``, ``np.asarray``).  Every jitted call in
+    it takes JAX's Python dispatch path, where the shardings it was compiled
+    with are visible (internals.jit_executions), and each execution's outputs
+    are recorded.  The chain is the execution whose output *is* the returned
+    object, plus the jit equations inside it that produce that output.  Runs
+    on the implementation's thread.
     """
-    from jax._src import pjit as jax_pjit  # internals: no public hook sees jit params
-
-    original = jax_pjit._pjit_call_impl_python
-    seen: list[tuple[dict[str, Any], list[Any]]] = []
-
-    def spy(*flat: Any, **params: Any) -> Any:
-        answer = original(*flat, **params)
-        seen.append((params, list(answer[0])))
-        return answer
-
-    jax.clear_caches()
-    jax_pjit._pjit_call_impl_python = spy
-    try:
+    with internals.jit_executions() as seen:
         result = fn(*args, **kwargs)
-    finally:
-        jax_pjit._pjit_call_impl_python = original
     for params, outputs in reversed(seen):
         for k, out in enumerate(outputs):
             if out is result:

@@ -20,13 +20,22 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.database import ExampleDatabase
 
+from conformance import coverage, jit_probe
 from conformance.calls import ImplementationHung, Outcome, Runner, finished
-from conformance import coverage
-from conformance.case import UNCOMMITTED, Case, call_text, decode, describe_placement, encode, make_input
+from conformance.case import (
+    UNCOMMITTED,
+    Case,
+    call_text,
+    decode,
+    describe_placement,
+    encode,
+    make_input,
+    may_refuse,
+)
 from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.pool import Pool
-from conformance.registry import CHECKS, Check, CheckFailure, Inconclusive, gates_for, not_applicable
+from conformance.registry import CHECKS, Check, CheckFailure, Inconclusive, Refused, gates_for, not_applicable
 from conformance.strategies import Schedule
 from conformance.strategies import cases as draw_cases
 from conformance.verdict import CheckVerdict, Status
@@ -117,20 +126,34 @@ class Kit:
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
     # -- calling the implementation ------------------------------------------------
-    def call(self, case: Case, x: Any = None, *, shared: bool = False) -> tuple[Any, Outcome]:
+    def call(
+        self, case: Case, x: Any = None, *, shared: bool = False, watch_jit: bool | None = None
+    ) -> tuple[Any, Outcome]:
         """Call the implementation on ``case`` (or on the given ``x``).
 
         ``shared=True``: one call per distinct input in the session, whichever
         check asks first (see pool.py); for checks that judge a call on its own.
+        Those calls are watched (jit_probe.observe): the outcome's ``jit_chain``
+        says which jit executions produced the result, for jit.shardings.
         """
         if shared and x is None:
-            x, outcome, _ = self.pool.observe(case, self.call)
+            x, outcome, _ = self.pool.observe(case, lambda c: self.call(c, watch_jit=True))
             return x, outcome
+        return self._call(case, x, watch_jit=bool(watch_jit))
+
+    def _call(self, case: Case, x: Any, *, watch_jit: bool) -> tuple[Any, Outcome]:
         if x is None:
             x = make_input(case)
         kwargs = case.mesh_kwargs()
         impl = self.impl
         try:
+            if watch_jit:
+                outcome = self.runner.run(
+                    call_text(case), lambda: finished(jit_probe.observe(impl, x, **kwargs))
+                )
+                if outcome.error is None:
+                    outcome.result, outcome.jit_chain = outcome.result
+                return x, outcome
             return x, self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
         except ImplementationHung as hung:
             try:
@@ -153,6 +176,8 @@ class Kit:
         """``(x, result)``; an exception from the implementation fails the check."""
         x, outcome = self.call(case, x, shared=shared)
         if outcome.error is not None:
+            if may_refuse(case, outcome.error):
+                raise Refused(one_line(f"{type(outcome.error).__name__}: {outcome.error}"))
             self.fail_raised(case, outcome.error)
         return x, outcome.result
 
@@ -311,6 +336,8 @@ class Kit:
             body()
         except Inconclusive as why:
             inconclusive = str(why)
+        except Refused:
+            pass  # an input it may refuse, refused: nothing more to judge (hygiene checks judged x)
         except (Exception, ImplementationHung) as error:
             # Hypothesis keeps every failing example's exception until the check ends,
             # and with it every frame's locals: results of any size.  Keep the frames
@@ -360,7 +387,7 @@ class Kit:
         options["report_multiple_bugs"] = False
         if self.cluster is not None:  # every process must draw the same examples
             options.update(derandomize=True, database=None)
-        database = options.get("database", settings.default.database)
+        database = options.get("database", getattr(settings.default, "database", None))
         if database is not None:
             options["database"] = _CheckDatabase(database, check.id)
         return options
@@ -474,7 +501,9 @@ class Kit:
             self.check_id, self.in_schedule = previous, False
         for c in members:
             record = findings[c.id].record
-            record.unvisited = [str(cell) for cell in sorted(cells_of[c.id]) if not record.coverage.get(str(cell))]
+            record.unvisited = [
+                str(cell) for cell in sorted(cells_of[c.id]) if not record.coverage.get(str(cell))
+            ]
         return findings
 
     def _take_shared(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:

@@ -43,6 +43,10 @@ class Inconclusive(Exception):
     """The check could not decide (it is reported as skipped, never as a pass)."""
 
 
+class Refused(Exception):
+    """The implementation refused an input it may refuse (case.may_refuse): nothing to judge."""
+
+
 @dataclass(frozen=True)
 class Check:
     id: str

@@ -36,9 +36,7 @@ OTHER_AXIS = "model"
 MAX_LENGTH = LONG_MAX  # 2**20 + 1: past the thresholds where implementations change path
 # Neighbours of the powers of two where chunked loops, tiles, donation and
 # offloading thresholds sit (4096 elements, 8192, 1 MiB of float32, 65536, 2**20).
-LONG_LENGTHS = tuple(
-    n for k in (12, 13, 14, 16, 17, 18, 20) for n in (2**k - 1, 2**k, 2**k + 1)
-)
+LONG_LENGTHS = tuple(n for k in (12, 13, 14, 16, 17, 18, 20) for n in (2**k - 1, 2**k, 2**k + 1))
 
 # Lengths where implementations tend to break: empty, tiny, block boundaries
 # of common vector widths and tile sizes, and primes (which only a data axis
@@ -143,7 +141,9 @@ def lengths(
         st.sampled_from([n for n in BOUNDARY_LENGTHS + PRIME_LENGTHS if n <= max_length]),
         near_multiple,
         st.integers(0, min(max_length, MEDIUM_MAX)),
-        st.integers(min(max_length, MEDIUM_MAX), max_length),  # long vectors: Hypothesis favours small integers
+        st.integers(
+            min(max_length, MEDIUM_MAX), max_length
+        ),  # long vectors: Hypothesis favours small integers
     )
     if divisible is None:
         return raw
@@ -579,7 +579,9 @@ class Schedule:
         if slot not in self._cases:
             mesh = self.mesh(cell.mesh)
             group = (cell.dtype, cell.mesh, cell.length, divisible)
-            mesh_arg: MeshArg = "mesh" if mesh is not None else self._rng("arg", *group).choice(["omit", "none"])
+            mesh_arg: MeshArg = (
+                "mesh" if mesh is not None else self._rng("arg", *group).choice(["omit", "none"])
+            )
             n = self.length(cell, data_axis_size(mesh), divisible=divisible)
             if group not in self._values:
                 dtype = np.dtype(jax.numpy.dtype(cell.dtype))

@@ -65,5 +65,7 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
     # Between CPU devices through host memory: a device-to-device device_put, and
     # jit's own move of an uncommitted input, compile a transfer per shape, dtype
     # and pair of layouts.
-    on_cpu = x.is_fully_addressable and all(d.platform == "cpu" for d in x.sharding.device_set)
+    on_cpu = x.is_fully_addressable and all(
+        getattr(d, "platform", "") == "cpu" for d in x.sharding.device_set
+    )
     return fn(jax.device_put(np.asarray(x) if on_cpu else x, sharding))
