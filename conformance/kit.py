@@ -122,6 +122,7 @@ class Kit:
     schedule: Schedule = field(default_factory=Schedule)  # the covering schedule's inputs (coverage.py)
     selected: frozenset[str] | None = None  # --check's IDs; None: every check
     in_schedule: bool = False  # True while the schedule's inputs are judged
+    running: str = ""  # the check whose test runs now (run_check); check_id: the one judging
     _shared: dict[str, _Finding] | None = None  # the shared pass's findings, per check
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
@@ -268,7 +269,7 @@ class Kit:
         failed is a pytest skip, so that pytest's own outcome agrees with it.
         """
         check = CHECKS[check_id]
-        self.check_id = check_id
+        self.check_id = self.running = check_id
         record = self.records[check_id] = CheckVerdict(check_id, status=Status.PARTIAL)
         start = time.perf_counter()
         stats = self.runner.stats
@@ -327,8 +328,10 @@ class Kit:
         inconclusive = None
         if self.runner.call_log is not None:  # what the watchdog names if a call of this example hangs
             one = case if isinstance(case, Case) else None  # a group's calls are named by the check
+            # The check of the test running now: a crash is its verdict (in the shared pass it
+            # may be judging for another check, whose ID the rerun command names).
             self.runner.label = (
-                self.check_id,
+                self.running or self.check_id,
                 one.describe() if one is not None else "the check's own inputs (see its title)",
                 self.rerun_command(one),
             )

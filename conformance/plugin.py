@@ -439,7 +439,7 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         replay=config.getoption("--case"),
         cluster=cluster,
         crashed_gates=supervise.crashed_gates(workerinput),
-        schedule=Schedule(_schedule_seed(config)),
+        schedule=Schedule(_schedule_seed(config), contract),
         selected=frozenset(config.getoption("--check")) or None,
     )
     if call_log is not None:

@@ -21,13 +21,18 @@ from hypothesis.errors import InvalidArgument
 from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance import strategies as cst
-from conformance.case import Case, decode, describe_placement, encode, make_input, make_mesh
+from conformance.case import NUMPY_FORMS, Case, decode, describe_placement, encode, make_input, make_mesh
 from conformance.contract import Contract, dtypes_in_domain
 
 T = TypeVar("T")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)]
-PRIMES = {n for n in range(2, cst.MAX_LENGTH + 1) if all(n % d for d in range(2, int(n**0.5) + 1))}
+_SIEVE = np.ones(cst.MAX_LENGTH + 1, dtype=bool)
+_SIEVE[:2] = False
+for _p in range(2, int(cst.MAX_LENGTH**0.5) + 1):
+    if _SIEVE[_p]:
+        _SIEVE[_p * _p :: _p] = False
+PRIMES = set(np.flatnonzero(_SIEVE).tolist())
 QUIET = list(HealthCheck)
 
 
@@ -227,7 +232,7 @@ def test_complex_values_reach_special_components(dtype: np.dtype) -> None:
 def test_integer_values_reach_the_extremes_and_values_whose_double_wraps(dtype: str) -> None:
     info = np.iinfo(dtype)
     seen: set[int] = set()
-    for a in collect(cst.values(dtype=dtype, length=8), 60):
+    for a in collect(cst.values(dtype=dtype, length=8), 150):
         assert a.dtype == np.dtype(dtype) and a.shape == (8,)
         seen |= {int(v) for v in a}
     assert {int(info.min), int(info.max), 0, 1} <= seen
@@ -299,7 +304,10 @@ def test_cases_reach_every_dtype_mesh_argument_and_placement(drawn_cases: list[C
     cases = drawn_cases
     assert {c.dtype for c in cases} == set(dtypes_in_domain(Contract.FULL, x64=False))
     assert {c.mesh_arg for c in cases} == {"omit", "none", "mesh"}
-    assert {c.placement[0] for c in cases} == {"uncommitted", "numpy", "device", "sharded"}
+    assert {c.placement[0] for c in cases} == {"uncommitted", "numpy", "device", "sharded", "target"}
+    assert {c.placement[1] for c in cases if c.placement[0] == "numpy" and len(c.placement) > 1} == set(
+        NUMPY_FORMS
+    )
     for c in cases:
         assert (c.mesh is None) == (c.mesh_arg != "mesh")
         size = 1 if c.mesh is None else int(c.mesh.shape["data"])
@@ -327,7 +335,7 @@ def test_indivisible_cases_have_a_data_axis_that_does_not_divide_the_length(
 def test_placements_reach_every_kind() -> None:
     seen = collect(cst.placements(length=8), 100)
     kinds = {p[0] if p[0] != "sharded" else f"sharded-{p[2]}" for p in seen}
-    assert kinds == {"uncommitted", "numpy", "device", "sharded-split", "sharded-replicated"}
+    assert kinds == {"uncommitted", "numpy", "device", "sharded-split", "sharded-replicated", "target"}
     assert {p[1] for p in seen if p[0] == "device"} == set(range(8))
     sharded = [p[1] for p in seen if p[0] == "sharded"]
     assert all(8 % len(ids) == 0 and len(set(ids)) == len(ids) for ids in sharded)
@@ -513,7 +521,7 @@ def test_on_fewer_devices_strategies_draw_only_what_they_allow(
     monkeypatch.setattr(jax, "devices", lambda: few)
     allowed = {int(d.id) for d in few}
     for check in CHECKS.values():
-        if check.strategy is None or Contract.FULL not in check.contracts:
+        if check.domain is None or Contract.FULL not in check.contracts:
             continue
         if check.devices_needed(Contract.FULL) > count:
             with pytest.raises(pytest.skip.Exception, match=rf"^not applicable: needs \d devices, {count} "):

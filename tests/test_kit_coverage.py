@@ -1,0 +1,172 @@
+"""The cells of the input space, the covering schedule, and what they reach (in this process, 8 devices)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conformance import coverage, domains
+from conformance import strategies as cst
+from conformance.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
+from conformance.contract import Contract, data_axis_size, target_sharding
+from conformance.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of
+
+DEVICES = 8
+FULL_CELLS = Axes().cells(Contract.FULL, devices=DEVICES)
+
+
+def test_the_full_contract_has_every_cell_of_the_four_axes() -> None:
+    assert len(FULL_CELLS) == 10 * len(PLACEMENTS) * len(MESHES) * len(LENGTHS) == 960
+    assert len(set(FULL_CELLS)) == 960
+
+
+def test_mesh_kinds_that_need_more_devices_leave_the_cells_on_fewer() -> None:
+    on_two = Axes().cells(Contract.FULL, devices=2)
+    assert {c.mesh for c in on_two} == {"default", "1d", "2d-data1"}  # "2d" needs 4 devices
+    assert {c.mesh for c in Axes().cells(Contract.FULL, devices=1)} == {"default", "1d"}
+
+
+def test_the_seed_contract_has_one_cell_per_length() -> None:
+    cells = Axes().cells(Contract.SEED, devices=DEVICES)
+    assert cells == [Cell("float32", "uncommitted", "default", length) for length in LENGTHS]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_the_schedule_gives_every_cell_an_input_in_that_cell(seed: int) -> None:
+    schedule = cst.Schedule(seed)
+    for cell in FULL_CELLS:
+        case = schedule.case(cell)
+        assert cell_of(case) == cell, (cell, case)
+        assert case.n % data_axis_size(case.mesh) == 0
+        assert case.n <= coverage.LONG_MAX
+
+
+def test_the_indivisible_schedule_draws_lengths_the_data_axis_does_not_divide() -> None:
+    schedule = cst.Schedule(3)
+    assert domains.INDIVISIBLE.axes is not None
+    for cell in domains.INDIVISIBLE.axes.cells(Contract.FULL, devices=DEVICES):
+        case = schedule.case(cell, divisible=False)
+        assert cell_of(case) == cell
+        assert case.n % data_axis_size(case.mesh) != 0
+        assert domains.INDIVISIBLE.accepts(case, Contract.FULL)
+
+
+def test_long_vectors_pass_every_threshold_for_every_dtype() -> None:
+    """Each dtype gets, over its four mesh kinds, a length past 4096, past 8192, past 65536
+    elements, and one of 1 MiB or more; all up to 2**20 + 1."""
+    schedule = cst.Schedule(7)
+    by_dtype: dict[str, list[Case]] = {}
+    for cell in FULL_CELLS:
+        if cell.length == "long" and cell.placement == "uncommitted":
+            by_dtype.setdefault(cell.dtype, []).append(schedule.case(cell))
+    for dtype, cases in by_dtype.items():
+        lengths = sorted(c.n for c in cases)
+        assert lengths[0] > 4096 and any(8192 < n for n in lengths), (dtype, lengths)
+        assert any(n > 65536 for n in lengths), (dtype, lengths)
+        assert any(c.values.nbytes >= 2**20 for c in cases), (dtype, lengths)
+        assert max(lengths) <= 2**20 + 1
+
+
+def test_cells_of_one_group_share_their_values_mesh_and_length() -> None:
+    schedule = cst.Schedule(2)
+    group = [schedule.case(Cell("int8", p, "2d", "medium")) for p in PLACEMENTS]
+    assert len({id(c.values) for c in group}) == 1 and len({id(c.mesh) for c in group}) == 1
+    assert len({str(c.placement) for c in group}) == len(PLACEMENTS)
+
+
+def test_the_schedule_is_the_same_for_one_seed_and_differs_for_another() -> None:
+    cell = Cell("float32", "uncommitted", "1d", "short")
+    a, b, c = cst.Schedule(5).case(cell), cst.Schedule(5).case(cell), cst.Schedule(6).case(cell)
+    assert encode(a) == encode(b)
+    assert encode(a) != encode(c)
+
+
+def test_long_vectors_have_short_tokens_that_replay_them_exactly() -> None:
+    case = cst.Schedule(1).case(Cell("complex64", "uncommitted", "default", "long"))
+    values = case.values.copy()
+    values[[0, 4097, case.n - 1]] = values[[5, 6, 7]]  # a few other elements written over the block
+    edited = Case(values, case.mesh, case.mesh_arg, case.placement)
+    token = encode(edited)
+    assert len(token) < 16_000, len(token)
+    assert np.array_equal(parse(token).values.view(np.uint8), values.view(np.uint8))
+
+
+@pytest.mark.parametrize("form", NUMPY_FORMS)
+def test_numpy_forms_are_what_their_names_say(form: str) -> None:
+    values = np.arange(12, dtype=np.float32)
+    x = make_input(Case(values, placement=("numpy", form)))
+    assert isinstance(x, np.ndarray)
+    assert np.array_equal(x.astype(np.float32), values)
+    if form == "strided":
+        assert x.strides == (8,) and x.base is not None
+    elif form == "reversed":
+        assert x.strides == (-4,)
+    elif form == "byteswapped":
+        assert not x.dtype.isnative
+    else:
+        assert not x.flags.writeable
+
+
+def test_the_target_placement_is_committed_in_the_target_layout() -> None:
+    mesh = cst.Schedule(0).mesh("2d")
+    x = make_input(Case(np.arange(8, dtype=np.float32), mesh, "mesh", ("target",)))
+    assert x.committed and x.sharding.is_equivalent_to(target_sharding(mesh), 1)
+    assert decode(encode(Case(np.arange(8, dtype=np.float32), mesh, "mesh", ("target",)))).placement == (
+        "target",
+    )
+
+
+def test_only_a_non_native_byte_order_may_be_refused() -> None:
+    swapped = Case(np.arange(4, dtype=np.float32), placement=("numpy", "byteswapped"))
+    assert may_refuse(swapped, TypeError("Dtype >f4 is not a valid JAX array type"))
+    assert not may_refuse(swapped, RuntimeError("boom"))
+    assert not may_refuse(Case(np.arange(4, dtype=np.int8), placement=("numpy", "byteswapped")), TypeError())
+    assert not may_refuse(Case(np.arange(4, dtype=np.float32), placement=("numpy",)), TypeError())
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_cases_restricted_to_a_cell_stay_in_it(data: st.DataObject) -> None:
+    cell = data.draw(st.sampled_from(FULL_CELLS))
+    case = data.draw(
+        cst.cases(
+            dtypes_from=[cell.dtype],
+            mesh_kinds=[cell.mesh],
+            placement_kinds=[cell.placement],
+            max_length=4096,
+        )
+    )
+    got = cell_of(case)
+    assert (got.dtype, got.placement) == (cell.dtype, cell.placement)
+    assert got.mesh == cell.mesh or (cell.mesh == "1d" and got.mesh == "1d")
+    assert case.n % data_axis_size(case.mesh) == 0
+
+
+def test_a_tally_names_the_cells_left_unvisited() -> None:
+    tally = coverage.Tally()
+    cells = FULL_CELLS[:3]
+    tally.add(cst.Schedule(0).case(cells[0]))
+    assert tally.unvisited(cells) == cells[1:]
+    assert Counter(tally.counts)[cells[0]] == 1
+
+
+def test_every_domain_with_cells_accepts_the_schedule_inputs_of_its_cells() -> None:
+    schedule = cst.Schedule(9)
+    for domain in (
+        domains.ANY_CALL,
+        domains.FLOAT32,
+        domains.DEFAULT_MESH,
+        domains.EXPLICIT_MESH,
+        domains.SPLIT_2D,
+        domains.HISTORY_STALE,
+        domains.HISTORY_COMPILE,
+        domains.HISTORY_STATE,
+    ):
+        assert domain.axes is not None
+        for cell in domain.axes.cells(Contract.FULL, devices=len(jax.devices())):
+            assert domain.accepts(schedule.case(cell), Contract.FULL), (domain.name, cell)
