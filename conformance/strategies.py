@@ -568,7 +568,9 @@ class Schedule:
         if divisible:
             n -= n % data_size
             return n if n >= bottom else n + data_size
-        return n if n % data_size else n + 1
+        if n % data_size:
+            return n
+        return n - 1 if n - 1 >= bottom else n + 1  # data_size >= 2 divides neither neighbour
 
     def case(self, cell: Cell, *, divisible: bool = True) -> Case:
         """The schedule's input for ``cell`` (a length the data axis does not divide: ``divisible=False``).

@@ -80,6 +80,16 @@ def test_reference_conforms_and_the_report_follows_its_schema(tmp_path: Path) ->
     assert report["timing"]["reused"] == sum(c["reused"] for c in report["checks"]) > 0
     markdown = (tmp_path / "out" / "report.md").read_text()
     assert all(f"| `{check_id}` | passed |" in markdown for check_id in CHECKS)
+    # The coverage table: every cell of every check's domain judged, in Markdown and JSON.
+    coverage = {c["id"]: c["coverage"] for c in report["checks"]}
+    assert coverage["values.all-dtypes"]["cells"] == coverage["jit.shardings"]["cells"] == 960
+    assert coverage["layout.default-device"]["cells"] == 240 and coverage["values.float32"]["cells"] == 96
+    for check_id, cells in coverage.items():
+        assert cells["unvisited"] == [], check_id
+        assert len(cells["inputs"]) >= cells["cells"] and sum(cells["inputs"].values()) >= cells["scheduled"]
+    assert "| `hygiene.input-intact` | 960 of 960 |" in markdown
+    assert "Every cell of every check's domain was visited." in markdown
+    assert isinstance(report["run"]["schedule_seed"], int)
 
 
 def test_the_exercise_solution_passes_seed_and_fails_full_for_mesh() -> None:
