@@ -2,8 +2,11 @@
 
 A ``Kit`` is made once per pytest session by the plug-in, after the devices
 are set up and ``--impl`` is loaded.  ``run_check`` is the one place where a
-check meets Hypothesis: it applies the gates, the profile's settings and
-``--case`` replays, and turns ``Inconclusive`` into a skip.
+check meets its inputs: it applies the gates and ``--case`` replays; then
+the covering schedule's input for every cell of the check's domain
+(coverage.py; for checks that judge one call, from one pass shared by all of
+them), then Hypothesis with the profile's settings, the check's own seed and
+example-database keys; and it turns ``Inconclusive`` into a skip.
 """
 
 from __future__ import annotations

@@ -152,9 +152,12 @@ def command(
     checks: tuple[str, ...] = (),
     report: Path | None = None,
     fast_fail: bool | None = None,
+    in_process: bool = False,
 ) -> list[str]:
     """The run's command line.  ``fast_fail`` (default: for mutants) loads
-    tests/hypothesis_fast_fail.py: no shrinking, no example database."""
+    tests/hypothesis_fast_fail.py: no shrinking, no example database.
+    ``in_process``: ``-n 0``, the checks in the one process, without the
+    supervisor's probe and worker (supervision has tests of its own)."""
     cmd = [
         sys.executable,
         "-m",
@@ -178,6 +181,8 @@ def command(
         cmd += ["--call-timeout", f"{subject.call_timeout:g}"]
     if report is not None:
         cmd += [REPORT_OPTION, str(report)]
+    if in_process:
+        cmd += ["-n", "0"]
     return cmd
 
 
@@ -186,7 +191,11 @@ def _environment() -> dict[str, str]:
 
 
 def run_conformance(
-    subject: Subject, profile: str = "default", checks: tuple[str, ...] = (), fast_fail: bool | None = None
+    subject: Subject,
+    profile: str = "default",
+    checks: tuple[str, ...] = (),
+    fast_fail: bool | None = None,
+    in_process: bool = False,
 ) -> Run:
     """Run the suite on ``subject`` in a subprocess (cwd: the repository root)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
@@ -194,7 +203,7 @@ def run_conformance(
         start = time.perf_counter()
         try:
             done = subprocess.run(
-                command(subject, profile, checks, report, fast_fail),
+                command(subject, profile, checks, report, fast_fail, in_process),
                 cwd=ROOT,
                 env=_environment(),
                 capture_output=True,

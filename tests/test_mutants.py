@@ -6,7 +6,8 @@ the ci (derandomized) Hypothesis profile alike, the primary check (the first
 one) failing by name.  Every module in tests/alternates/ is a correct
 implementation written another way, which the whole suite must pass.  Each
 run is a real ``python -m pytest conformance ...`` process, as a user runs it;
-a mutant's run is limited to its KILLED_BY checks to stay short.  Verdicts
+a mutant's run is limited to its KILLED_BY checks, in one process (``-n 0``:
+supervision has tests of its own), to stay short.  Verdicts
 are read from each run's JSON report (``--conformance-report``).
 ``python tests/mutation_score.py`` runs the full suite on all of them.
 """
@@ -56,7 +57,7 @@ def test_the_catalogue_is_complete_and_well_formed() -> None:
 @pytest.mark.parametrize("profile", ["default", "ci"])
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
 def test_mutant_is_killed_by_its_primary_check(mutant: Subject, profile: str) -> None:
-    run = run_conformance(mutant, profile, checks=mutant.killed_by)
+    run = run_conformance(mutant, profile, checks=mutant.killed_by, in_process=True)
     primary = mutant.killed_by[0]
     assert run.returncode == 1, _report(run)
     assert run.report is not None, "no report written\n" + _report(run)
