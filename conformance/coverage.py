@@ -14,16 +14,15 @@ Four axes cut the space of single calls into cells:
 
 A check declares the axes it spans (``Axes``); its cells are their product,
 and the covering schedule (``schedule``) gives every one of them an input in
-every run, before Hypothesis draws the rest.  ``Tally`` counts the inputs a
-check judged per cell, whoever drew them; the report shows the counts and
-names any cell left unvisited.
+every run, before Hypothesis draws the rest.  A check's verdict record
+counts the inputs it judged per cell (``cell_of``), whoever drew them; the
+report shows the counts and names any cell left unvisited.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,16 +115,3 @@ class Axes:
             meshes = [m for m in (self.meshes or MESHES) if MESH_DEVICES[m] <= devices]
         lengths = list(self.lengths or LENGTHS)
         return [Cell(*c) for c in itertools.product(dtypes, placements, meshes, lengths)]
-
-
-@dataclass
-class Tally:
-    """Inputs a check judged, per cell."""
-
-    counts: Counter[Cell] = field(default_factory=Counter)
-
-    def add(self, case: Case) -> None:
-        self.counts[cell_of(case)] += 1
-
-    def unvisited(self, cells: list[Cell]) -> list[Cell]:
-        return [c for c in cells if not self.counts[c]]

@@ -401,7 +401,8 @@ class Kit:
 
     def _judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
         """One input through the check's body, counted in its cell."""
-        record.coverage[str(coverage.cell_of(case))] = record.coverage.get(str(coverage.cell_of(case)), 0) + 1
+        cell = str(coverage.cell_of(case))
+        record.coverage[cell] = record.coverage.get(cell, 0) + 1
         try:
             why = self._step(case, lambda: check.body(self, case))
         finally:

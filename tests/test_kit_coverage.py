@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import jax
 import numpy as np
 import pytest
@@ -145,14 +143,6 @@ def test_cases_restricted_to_a_cell_stay_in_it(data: st.DataObject) -> None:
     assert (got.dtype, got.placement) == (cell.dtype, cell.placement)
     assert got.mesh == cell.mesh or (cell.mesh == "1d" and got.mesh == "1d")
     assert case.n % data_axis_size(case.mesh) == 0
-
-
-def test_a_tally_names_the_cells_left_unvisited() -> None:
-    tally = coverage.Tally()
-    cells = FULL_CELLS[:3]
-    tally.add(cst.Schedule(0).case(cells[0]))
-    assert tally.unvisited(cells) == cells[1:]
-    assert Counter(tally.counts)[cells[0]] == 1
 
 
 def test_every_domain_with_cells_accepts_the_schedule_inputs_of_its_cells() -> None:
