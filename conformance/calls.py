@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import jax
-from jax import monitoring
+
+from conformance import internals
 
 if TYPE_CHECKING:
     from conformance.supervise import CallLog
-
-BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 def global_state() -> dict[str, str]:
@@ -33,8 +32,7 @@ def global_state() -> dict[str, str]:
     thread the implementation runs on (``Runner.run`` does that).
     """
     state = {name: repr(value) for name, value in jax.config.values.items()}
-    state["jax.sharding.get_abstract_mesh()"] = repr(jax.sharding.get_abstract_mesh())
-    state["jax.sharding.get_mesh()"] = repr(jax.sharding.get_mesh())
+    state.update(internals.mesh_context())
     return state
 
 
@@ -71,28 +69,6 @@ class Outcome:
     # The jit executions that produced the result (jit_probe.JitCall, outermost first),
     # for calls made while watching jax.jit; None for calls that were not watched.
     jit_chain: list[Any] | None = None
-
-
-class _CompileCounter:
-    """Counts XLA backend compiles, from a jax.monitoring listener."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        monitoring.register_event_duration_secs_listener(self._on_event)
-
-    def _on_event(self, event: str, duration_secs: float, **_: str | int) -> None:
-        if event == BACKEND_COMPILE_EVENT:
-            self.count += 1
-
-
-_COUNTER: _CompileCounter | None = None
-
-
-def compile_counter() -> _CompileCounter:
-    global _COUNTER
-    if _COUNTER is None:
-        _COUNTER = _CompileCounter()
-    return _COUNTER
 
 
 @dataclass
@@ -148,7 +124,7 @@ class Runner:
             self._jobs.put((global_state, box, done))
             if done.wait(self.timeout) and box[0][0]:
                 self.initial_state = box[0][1]
-        counter = compile_counter()
+        counter = internals.compile_counter()
         box = []
         done = threading.Event()
         before = counter.count

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from conformance import calls, coverage, domains, jit_probe, oracle
+from conformance import calls, coverage, domains, internals, jax_bugs, jit_probe, oracle
 from conformance.case import (
     UNCOMMITTED,
     Case,
@@ -517,12 +517,16 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
     "the result comes out of jax.jit with in/out shardings = the target layout",
     domain=domains.ANY_CALL,
     examples=0.5,
+    needs=(internals.JIT_SPY, internals.JAXPR_JIT),
 )
 def jit_shardings(kit: Any, case: Case) -> None:
     # A real call with the real x, watched (Kit.call): the path this very input takes
     # (a NumPy array, an array already in the target layout, a 16-bit dtype) is the
     # one judged, not the path of an abstract input.
     _, outcome = kit.call(case, shared=True)
+    bug = jax_bugs.hitting(case)
+    if bug is not None:  # no jit of this JAX can do it: the result's other checks judge it
+        raise jax_bugs.KnownBugHit(bug)
     if outcome.error is not None:
         if may_refuse(case, outcome.error):
             raise Refused(one_line(str(outcome.error)))
@@ -767,6 +771,7 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     "a call leaves JAX's configuration and mesh context as it found them",
     domain=domains.HISTORY_STATE,
     examples=0.25,
+    needs=(internals.GLOBAL_STATE,),
 )
 def hygiene_global_state(kit: Any, case: Case) -> None:
     before = kit.runner.run("reading JAX's configuration", calls.global_state).result
@@ -836,6 +841,7 @@ def inputs_placements(kit: Any, case: Case) -> None:
     contracts=FULL_ONLY,
     domain=domains.HISTORY_COMPILE,
     examples=0.25,
+    needs=(internals.COMPILE_COUNT,),
 )
 def compile_once(kit: Any, case: Case) -> None:
     # A history of calls, twice over: this input (A), the same values on another mesh

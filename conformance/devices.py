@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from conformance import internals
+
 if TYPE_CHECKING:
     import jax
 
@@ -26,9 +28,10 @@ class DeviceSetupError(RuntimeError):
 
 
 def backend_started() -> bool:
-    from jax._src import xla_bridge  # no public spelling of this question
-
-    return bool(xla_bridge.backends_are_initialized())
+    """Whether JAX's backend is up; where JAX does not say, whether it has any devices yet
+    (asking that starts it, after which forcing a count fails and says so)."""
+    started = internals.backend_started()
+    return True if started is None else started
 
 
 def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import jax
 
+from conformance import internals
+
 # Verdict codes, ordered by severity: the worst one wins everywhere.
 OK, FAILED, HUNG = 0, 1, 2
 
@@ -60,9 +62,7 @@ class Cluster:
 
     def agree(self, verdict: int) -> list[int]:
         """Publish this process's verdict for the next step; return everyone's, in process order."""
-        from jax._src import distributed as jax_distributed  # the coordination service's client
-
-        client = jax_distributed.global_state.client
+        client = internals.distributed_client()
         if client is None:
             raise ClusterError("jax.distributed is not initialized in this process")
         self._step += 1

@@ -1,9 +1,16 @@
-"""The one door to other packages' private internals.
+"""The one door to other packages' private internals, and its self-test.
 
 Everything the kit reads from a private attribute of pytest, pytest-xdist,
-execnet or JAX lives here, each behind a guard that degrades to "unknown"
-(or to a slower public path) rather than to a wrong verdict when the
-attribute moves.
+execnet, Hypothesis or JAX lives here, each behind a guard that degrades to
+"unknown" (or to a slower public path) rather than to a wrong verdict when
+the attribute moves.
+
+Those a verdict rests on are also proven on the installed versions before
+any check runs (``self_test``): a known compile is counted, the jit spy and
+the jaxpr reader see known shardings, the global-state snapshot reads the
+mesh.  A probe that fails names itself and the versions, and every check
+that depends on it (``registry.Check.needs``) ends as a kit error: never
+passed, never blamed on the implementation.
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+# The jax.monitoring event of one XLA backend compile (no public constant names it).
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 def leave_hypothesis_unrewritten() -> None:
@@ -103,3 +113,216 @@ def jit_executions() -> Iterator[list[tuple[dict[str, Any], list[Any]]]]:
         yield seen
     finally:
         jax_pjit._pjit_call_impl_python = original
+
+
+# -- Hypothesis ---------------------------------------------------------------------------
+
+
+def hypothesis_profile_name() -> str | None:
+    """The name of the loaded Hypothesis profile (public from Hypothesis 6.139.0); None if unknown."""
+    from hypothesis import settings
+
+    public = getattr(settings, "get_current_profile_name", None)
+    if public is not None:
+        return str(public())
+    name = getattr(settings, "_current_profile", None)
+    return name if isinstance(name, str) else None
+
+
+def hypothesis_profiles() -> list[str]:
+    """The names of every registered Hypothesis profile, for a usage error's list; [] if unknown."""
+    from hypothesis import settings
+
+    profiles = getattr(settings, "_profiles", None)
+    return sorted(profiles) if isinstance(profiles, dict) else []
+
+
+# -- JAX: backend, cluster, compiles, mesh context ---------------------------------------
+
+
+def backend_started() -> bool | None:
+    """Whether JAX's backend is up (devices can no longer be forced); None if JAX does not say."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:
+        return None
+    probe = getattr(xla_bridge, "backends_are_initialized", None)
+    return bool(probe()) if callable(probe) else None
+
+
+def distributed_client() -> Any:
+    """The coordination service's key-value client of ``jax.distributed``; None where not initialized."""
+    from jax._src import distributed as jax_distributed
+
+    return jax_distributed.global_state.client
+
+
+class CompileCounter:
+    """Counts XLA backend compiles in this process, from a ``jax.monitoring`` listener."""
+
+    def __init__(self) -> None:
+        from jax import monitoring
+
+        self.count = 0
+        monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event: str, duration_secs: float, **_: str | int) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            self.count += 1
+
+
+_COUNTER: CompileCounter | None = None
+
+
+def compile_counter() -> CompileCounter:
+    global _COUNTER
+    if _COUNTER is None:
+        _COUNTER = CompileCounter()
+    return _COUNTER
+
+
+def mesh_context() -> dict[str, str]:
+    """The calling thread's mesh context, as text: the abstract mesh and the concrete one.
+
+    ``jax.sharding.get_mesh`` is public from JAX 0.8.1; before it the concrete
+    mesh is read where JAX keeps it (``jax._src.mesh``).
+    """
+    import jax
+
+    state = {"jax.sharding.get_abstract_mesh()": repr(jax.sharding.get_abstract_mesh())}
+    get_mesh = getattr(jax.sharding, "get_mesh", None)
+    if get_mesh is None:
+        from jax._src import mesh as jax_mesh
+
+        get_mesh = jax_mesh.get_concrete_mesh
+    state["jax.sharding.get_mesh()"] = repr(get_mesh())
+    state["with Mesh(...) context"] = repr(_physical_mesh())
+    return state
+
+
+def _physical_mesh() -> Any:
+    """The mesh of a ``with Mesh(...)`` block (JAX's thread resources)."""
+    from jax._src import mesh as jax_mesh
+
+    return jax_mesh.thread_resources.env.physical_mesh
+
+
+# -- the self-test: each private path a verdict rests on, proven on the installed versions -------
+
+COMPILE_COUNT = "compile-count"  # internals.compile_counter: compile.once
+JIT_SPY = "jit-spy"  # internals.jit_executions, through jit_probe.observe: jit.shardings
+JAXPR_JIT = "jaxpr-jit"  # the jit equation's parameters in a jaxpr (jit_probe.jit_calls): jit.shardings
+GLOBAL_STATE = "global-state"  # mesh_context, through calls.global_state: hygiene.global-state
+
+
+class ProbeFailed(Exception):
+    """A probe saw something other than what the installed versions must show."""
+
+
+def _known_jit() -> tuple[Callable[[Any], Any], Any, Any]:
+    """A jitted doubling with known shardings over the first two devices (or the only one), and its input."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = jax.devices()[:2]
+    sharding = NamedSharding(Mesh(np.array(devices), ("probe",)), PartitionSpec("probe"))
+    fn = jax.jit(lambda v: v * 3 + 1, in_shardings=sharding, out_shardings=sharding)
+    # A shape of its own (17 per device), so that no earlier compile answers the probe's.
+    x = jax.device_put(np.arange(17 * len(devices), dtype=np.float32), sharding)
+    return fn, x, sharding
+
+
+def _probe_compile_count() -> None:
+    counter = compile_counter()
+    fn, x, _ = _known_jit()
+    before = counter.count
+    fn(x).block_until_ready()
+    first = counter.count - before
+    fn(x).block_until_ready()
+    second = counter.count - before - first
+    if first < 1 or second != 0:
+        raise ProbeFailed(
+            f"a new jitted function's first call counted {first} compile(s), its second {second}; "
+            f"expected 1 or more, then 0 (jax.monitoring event {BACKEND_COMPILE_EVENT!r})"
+        )
+
+
+def _probe_jit_spy() -> None:
+    from conformance import jit_probe
+
+    fn, x, sharding = _known_jit()
+    for attempt in ("first", "repeated"):  # a repeated call must take the watched path too
+        _, chain = jit_probe.observe(fn, x)
+        if not chain or not (
+            jit_probe.is_layout(chain[0].in_sharding, sharding)
+            and jit_probe.is_layout(chain[0].out_sharding, sharding)
+        ):
+            raise ProbeFailed(f"a {attempt} call of a jit with known shardings was seen as {chain!r}")
+
+
+def _probe_jaxpr_jit() -> None:
+    import jax
+
+    from conformance import jit_probe
+
+    fn, x, sharding = _known_jit()
+    found = list(jit_probe.jit_calls(jax.make_jaxpr(fn)(x)))
+    if not any(
+        jit_probe.is_layout(c.in_sharding, sharding) and jit_probe.is_layout(c.out_sharding, sharding)
+        for c in found
+    ):
+        raise ProbeFailed(f"the jaxpr of a jit with known shardings showed {found!r}")
+
+
+def _probe_global_state() -> None:
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    from conformance import calls
+
+    before = calls.global_state()
+    with Mesh(np.array(jax.devices()[:1]), ("probe",)):
+        inside = calls.global_state()
+    after = calls.global_state()
+    changed = sorted(k for k in before if inside.get(k) != before[k])
+    if not changed or after != before:
+        raise ProbeFailed(
+            "the snapshot of JAX's configuration and mesh context did not see a `with Mesh(...)` block"
+            if not changed
+            else "the snapshot changed after a `with Mesh(...)` block had ended"
+        )
+
+
+PROBES: dict[str, Callable[[], None]] = {
+    COMPILE_COUNT: _probe_compile_count,
+    JIT_SPY: _probe_jit_spy,
+    JAXPR_JIT: _probe_jaxpr_jit,
+    GLOBAL_STATE: _probe_global_state,
+}
+
+
+def self_test() -> dict[str, str]:
+    """Run every probe; return, per probe that failed, why (empty: every private path works here)."""
+    failed: dict[str, str] = {}
+    for name, probe in PROBES.items():
+        try:
+            probe()
+        except Exception as error:  # noqa: BLE001 -- whatever a moved internal raises is the finding
+            said = str(error) if isinstance(error, ProbeFailed) else f"{type(error).__name__}: {error}"
+            failed[name] = said
+    return failed
+
+
+def versions() -> str:
+    """The installed versions a probe's verdict is about, in one line."""
+    from importlib import metadata
+
+    found = []
+    for name in ("jax", "jaxlib", "hypothesis", "pytest", "pytest-xdist", "numpy"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found) + f", Python {sys.version.split()[0]}"

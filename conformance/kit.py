@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.database import ExampleDatabase
 
-from conformance import coverage, jit_probe
+from conformance import coverage, internals, jax_bugs, jit_probe
 from conformance.calls import ImplementationHung, Outcome, Runner, finished
 from conformance.case import (
     UNCOMMITTED,
@@ -128,6 +128,11 @@ class Kit:
     in_schedule: bool = False  # True while the schedule's inputs are judged
     running: str = ""  # the check whose test runs now (run_check); check_id: the one judging
     _shared: dict[str, _Finding] | None = None  # the shared pass's findings, per check
+    _probes: dict[str, str] | None = None  # internals.self_test(): the probes that failed, and why
+    # Per check: the inputs a known bug of the installed JAX kept from being judged (jax_bugs.py),
+    # per bug, and the cells where that happened.
+    _hits: dict[str, dict[str, int]] = field(default_factory=dict)
+    _hit_cells: dict[str, set[str]] = field(default_factory=dict)
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
 
     # -- calling the implementation ------------------------------------------------
@@ -142,9 +147,13 @@ class Kit:
         says which jit executions produced the result, for jit.shardings.
         """
         if shared and x is None:
-            x, outcome, _ = self.pool.observe(case, lambda c: self.call(c, watch_jit=True))
-            return x, outcome
-        return self._call(case, x, watch_jit=bool(watch_jit))
+            x, outcome, _ = self.pool.observe(case, lambda c: self._call(c, None, watch_jit=True))
+        else:
+            x, outcome = self._call(case, x, watch_jit=bool(watch_jit))
+        bug = jax_bugs.hitting(case)
+        if bug is not None and bug.raised(outcome.error):
+            raise jax_bugs.KnownBugHit(bug)  # JAX's own bug, not the implementation's: not judged
+        return x, outcome
 
     def _call(self, case: Case, x: Any, *, watch_jit: bool) -> tuple[Any, Outcome]:
         if x is None:
@@ -261,6 +270,22 @@ class Kit:
                 self.check_id = previous
         return self._gates[gate_id]
 
+    def broken_probe(self, check: Check) -> str | None:
+        """Why the kit cannot judge ``check`` here: a probe of the self-test it rests on failed."""
+        if not check.needs:
+            return None
+        if self._probes is None:
+            self._probes = internals.self_test()
+        failed = [name for name in check.needs if name in self._probes]
+        if not failed:
+            return None
+        return (
+            f"[{check.id}] kit error: the kit cannot judge this check on {internals.versions()}. "
+            f"Its self-test probe {failed[0]!r} failed: {self._probes[failed[0]]}. The check is neither "
+            f"passed nor failed, and says nothing about the implementation; please report it with "
+            f"these versions."
+        )
+
     @staticmethod
     def _skip(record: CheckVerdict, status: Status, reason: str) -> NoReturn:
         record.status, record.message = status, reason
@@ -282,6 +307,10 @@ class Kit:
             reason = not_applicable(check_id, self.contract)
             if reason is not None:
                 self._skip(record, Status.NOT_APPLICABLE, reason)
+            broken = self.broken_probe(check)
+            if broken is not None:
+                record.status, record.message = Status.KIT_ERROR, broken
+                pytest.fail(broken, pytrace=False)
             if check.gate:
                 record.examples = 1
                 failure = self.gate_failure(check_id)
@@ -316,6 +345,7 @@ class Kit:
             record.status, record.message = Status.FAILED, f"{type(error).__name__}: {error}"
             raise
         finally:
+            record.known_bugs = dict(self._hits.get(check_id, {}))
             record.seconds = time.perf_counter() - start
             record.calls = stats.calls - calls
             record.compiles = stats.compiles - compiles
@@ -345,6 +375,11 @@ class Kit:
             inconclusive = str(why)
         except Refused:
             pass  # an input it may refuse, refused: nothing more to judge (hygiene checks judged x)
+        except jax_bugs.KnownBugHit as hit:  # JAX's own bug: the input is not judged, and counted as such
+            hits = self._hits.setdefault(self.check_id, {})
+            hits[str(hit)] = hits.get(str(hit), 0) + 1
+            if case is not None:
+                self._hit_cells.setdefault(self.check_id, set()).add(str(coverage.cell_of(case)))
         except (Exception, ImplementationHung) as error:
             # Hypothesis keeps every failing example's exception until the check ends,
             # and with it every frame's locals: results of any size.  Keep the frames
@@ -402,11 +437,16 @@ class Kit:
     def _judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
         """One input through the check's body, counted in its cell."""
         cell = str(coverage.cell_of(case))
+        hits = sum(self._hits.get(check.id, {}).values())
         record.coverage[cell] = record.coverage.get(cell, 0) + 1
         try:
             why = self._step(case, lambda: check.body(self, case))
         finally:
             self.pool.remember(case)
+        if sum(self._hits.get(check.id, {}).values()) > hits:  # not judged after all (jax_bugs.py)
+            record.coverage[cell] -= 1
+            if not record.coverage[cell]:
+                del record.coverage[cell]
         if why is not None:
             inconclusive.append(why)
 
@@ -446,7 +486,14 @@ class Kit:
                     raise failure from None
         finally:
             self.in_schedule = False
-        record.unvisited = [str(c) for c in cells if not record.coverage.get(str(c))]
+        record.unvisited = self._unvisited(check.id, record, cells)
+
+    def _unvisited(self, check_id: str, record: CheckVerdict, cells: Any) -> list[str]:
+        """The cells no input of which was judged; JAX's known bugs' cells are counted apart."""
+        excused = self._hit_cells.get(check_id, set())
+        empty = [str(c) for c in sorted(cells) if not record.coverage.get(str(c))]
+        record.not_judged = [c for c in empty if c in excused]
+        return [c for c in empty if c not in excused]
 
     def _members(self) -> list[Check]:
         """The checks the shared pass judges for: shared domains, this contract, enough devices, selected."""
@@ -458,6 +505,7 @@ class Kit:
             and c.domain.axes is not None
             and (self.selected is None or c.id in self.selected)
             and not_applicable(c.id, self.contract) is None
+            and self.broken_probe(c) is None
         ]
 
     def _run_shared_pass(self) -> dict[str, _Finding]:
@@ -521,9 +569,7 @@ class Kit:
             self.check_id, self.in_schedule = previous, False
         for c in members:
             record = findings[c.id].record
-            record.unvisited = [
-                str(cell) for cell in sorted(cells_of[c.id]) if not record.coverage.get(str(cell))
-            ]
+            record.unvisited = self._unvisited(c.id, record, cells_of[c.id])
         return findings
 
     def _take_shared(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
@@ -536,6 +582,7 @@ class Kit:
         found = finding.record
         record.coverage.update(found.coverage)
         record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
+        record.not_judged = list(found.not_judged)
         inconclusive.extend(finding.inconclusive)
         if finding.failure is not None:
             case, cell, failure = finding.failure

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import pytest
 
-from conformance import loader
+from conformance import internals, loader
 from conformance.contract import DATA_AXIS, Contract
 
 IMPL_FORMS = "MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)"
@@ -90,7 +90,7 @@ def _validate_profile(config: pytest.Config) -> None:
     try:
         settings.get_profile(name)
     except Exception:  # noqa: BLE001 -- InvalidArgument: no such profile
-        known = sorted(getattr(settings, "_profiles", None) or {"default", "ci", "thorough"})
+        known = internals.hypothesis_profiles() or ["ci", "default", "thorough"]
         raise pytest.UsageError(
             f"--hypothesis-profile {name}: no such profile; known profiles: {', '.join(known)}"
         ) from None

@@ -327,12 +327,11 @@ def _schedule_seed(config: pytest.Config) -> int:
         return int(workerinput[SCHEDULE_SEED])
     if SCHEDULE_SEED_KEY in config.stash:
         return config.stash[SCHEDULE_SEED_KEY]
-    from hypothesis import settings
 
     given = config.getoption("hypothesis_seed", None)
     if given is not None:
         chosen = int(given) if str(given).isdigit() else zlib.crc32(str(given).encode())
-    elif settings.get_current_profile_name() == "ci" or config.getoption("--distributed"):
+    elif internals.hypothesis_profile_name() == "ci" or config.getoption("--distributed"):
         chosen = 0
     else:
         chosen = random.SystemRandom().getrandbits(32)
@@ -341,12 +340,11 @@ def _schedule_seed(config: pytest.Config) -> int:
 
 
 def _new_report(config: pytest.Config, spec: str, impl_version: str | None, count: int) -> Any:
-    from hypothesis import settings
 
     from conformance.registry import CHECKS
     from conformance.report import Report
 
-    profile = settings.get_current_profile_name()
+    profile = internals.hypothesis_profile_name() or "unknown"
     seed = config.getoption("hypothesis_seed", None)
     distributed = config.getoption("--distributed")
     xfails = config.stash.get(XFAIL_KEY, {})
@@ -422,7 +420,6 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
 
         # Wait for the slowest process: its own call may take up to a timeout.
         cluster = Cluster.current(timeout=2 * timeout + 30)
-    from hypothesis import settings
 
     from conformance.strategies import Schedule
 
@@ -435,7 +432,7 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         # held or not); the runner's own limit is only a fallback behind it.
         runner=Runner(timeout=timeout if call_log is None else 2 * timeout + 30),
         user_timeout=timeout,
-        profile=settings.get_current_profile_name(),
+        profile=internals.hypothesis_profile_name() or "unknown",
         replay=config.getoption("--case"),
         cluster=cluster,
         crashed_gates=supervise.crashed_gates(workerinput),

@@ -57,6 +57,7 @@ class Check:
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
     min_devices: int = 1  # under the full contract; the seed contract is one device
+    needs: tuple[str, ...] = ()  # the self-test's probes (internals.PROBES) its verdict rests on
 
     def devices_needed(self, contract: Contract) -> int:
         return 1 if contract is Contract.SEED else self.min_devices
@@ -80,6 +81,7 @@ def check(
     gate: bool = False,
     examples: float = 1.0,
     min_devices: int = 1,
+    needs: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
     if min_devices > 1 and gate:
@@ -88,7 +90,7 @@ def check(
     def register(body: Callable[..., None]) -> Callable[..., None]:
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
-        CHECKS[id] = Check(id, title, contracts, body, domain, gate, examples, min_devices)
+        CHECKS[id] = Check(id, title, contracts, body, domain, gate, examples, min_devices, needs)
         return body
 
     return register

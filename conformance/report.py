@@ -151,6 +151,8 @@ def to_json(report: Report) -> dict[str, Any]:
                     "scheduled": r.scheduled,
                     "inputs": dict(sorted(r.coverage.items())),
                     "unvisited": list(r.unvisited),
+                    "not_judged": list(r.not_judged),
+                    "known_bugs": dict(r.known_bugs),
                 },
             }
             for r in every
@@ -169,6 +171,12 @@ def headline(report: Report) -> str:
         text += f", with {listed} expected failure(s) listed in --xfail-file"
     elif verdict is RunVerdict.PARTIAL:
         text += f": {reached} of {len(every)} checks reached a verdict; this run does not show conformance"
+    elif verdict is RunVerdict.KIT_ERROR:
+        errors = [r.id for r in every if r.status is Status.KIT_ERROR]
+        text += (
+            f": the kit could not judge {len(errors)} check(s) on the installed versions "
+            f"({', '.join(errors)}); this run does not show conformance"
+        )
     elif verdict is RunVerdict.NOT_CONFORMING:
         broken = [r.id for r in every if r.status in BROKEN]
         text += f": {len(broken)} check(s) failed or crashed ({', '.join(broken)})"
@@ -219,15 +227,30 @@ def coverage_table(report: Report) -> list[str]:
                 value = cell.split(" / ")[axis]
                 counts[value] = counts.get(value, 0) + count
             marginals.append(" ".join(f"{k}:{v}" for k, v in sorted(counts.items())))
-        judged = f"{r.cells - len(r.unvisited)} of {r.cells}" if r.cells else "-"
+        judged = f"{r.cells - len(r.unvisited) - len(r.not_judged)} of {r.cells}" if r.cells else "-"
         lines.append(f"| `{r.id}` | {judged} | {sum(r.coverage.values())} | " + " | ".join(marginals) + " |")
         unvisited += [f"- `{r.id}`: {cell}" for cell in r.unvisited]
     if unvisited:
         lines += ["", f"Cells left unvisited ({len(unvisited)}):", *unvisited[:50]]
         if len(unvisited) > 50:
             lines.append(f"- ... and {len(unvisited) - 50} more (the JSON report lists them all)")
+    elif any(r.not_judged for r in rows):
+        lines += ["", "Every other cell of every check's domain was visited (not judged: below)."]
     elif any(r.cells for r in rows):
         lines += ["", "Every cell of every check's domain was visited."]
+    return lines + known_bugs(report)
+
+
+def known_bugs(report: Report) -> list[str]:
+    """Markdown: the inputs a known bug of the installed JAX kept from being judged (jax_bugs.py)."""
+    per_bug: dict[str, list[str]] = {}
+    for r in report.ordered():
+        for bug, count in r.known_bugs.items():
+            cells = f"; no input judged in {len(r.not_judged)} cell(s)" if r.not_judged else ""
+            per_bug.setdefault(bug, []).append(f"- `{r.id}`: {count} input(s) not judged{cells}")
+    lines: list[str] = []
+    for bug, rows in per_bug.items():
+        lines += ["", f"Not judged, for JAX's own bug -- {bug}:", *rows]
     return lines
 
 

@@ -11,6 +11,8 @@ The run's verdict (``RunVerdict``) follows from the checks' records and
 from whether every check of the contract reached one:
 
 * ``NOT_CONFORMING`` -- a check failed or crashed (or a listed xfail passed);
+* ``KIT_ERROR`` -- none failed, but the kit could not judge some check on the
+  installed versions (a probe of ``internals.self_test`` failed);
 * ``PARTIAL`` -- none failed, but some check of the contract has no verdict
   (the run was interrupted, ``--check`` chose a subset, ``--case`` replayed
   one example, a check was not run);
@@ -34,6 +36,7 @@ class Status(str, enum.Enum):
     NOT_APPLICABLE = "not applicable"
     NOT_RUN = "not run"
     PARTIAL = "partial"  # started, but the run ended before the check did
+    KIT_ERROR = "kit error"  # the kit cannot judge it on the installed versions (internals.self_test)
 
 
 # A check with one of these statuses reached a verdict.
@@ -47,11 +50,18 @@ class RunVerdict(str, enum.Enum):
     CONFORMING = "conforming"
     NOT_CONFORMING = "not conforming"
     PARTIAL = "partial"
+    KIT_ERROR = "kit error"
 
     @property
     def exit_status(self) -> int:
-        """0 conforming, 1 not conforming, 2 partial (pytest's 'interrupted')."""
-        return {RunVerdict.CONFORMING: 0, RunVerdict.NOT_CONFORMING: 1, RunVerdict.PARTIAL: 2}[self]
+        """0 conforming, 1 not conforming, 2 partial (pytest's 'interrupted'), 3 kit error (pytest's
+        'internal error')."""
+        return {
+            RunVerdict.CONFORMING: 0,
+            RunVerdict.NOT_CONFORMING: 1,
+            RunVerdict.PARTIAL: 2,
+            RunVerdict.KIT_ERROR: 3,
+        }[self]
 
     @property
     def headline(self) -> str:
@@ -79,6 +89,10 @@ class CheckVerdict:
     cells: int = 0
     scheduled: int = 0
     unvisited: list[str] = field(default_factory=list)
+    # Known bugs of the installed JAX (jax_bugs.py): the inputs they kept from being judged, per bug,
+    # and the cells where no input could be judged for that reason.
+    known_bugs: dict[str, int] = field(default_factory=dict)
+    not_judged: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -97,6 +111,8 @@ def run_verdict(verdicts: list[CheckVerdict], expected: list[str]) -> RunVerdict
     """The run's verdict from the checks' ``verdicts``; ``expected``: every check of the contract."""
     if any(v.status in BROKEN for v in verdicts):
         return RunVerdict.NOT_CONFORMING
+    if any(v.status is Status.KIT_ERROR for v in verdicts):
+        return RunVerdict.KIT_ERROR
     reached = {v.id for v in verdicts if v.status in REACHED}
     if not expected or any(check_id not in reached for check_id in expected):
         return RunVerdict.PARTIAL

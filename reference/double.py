@@ -10,6 +10,7 @@ and dtype: every input reaches it in the target layout).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,10 @@ DATA_AXIS = "data"
 
 Entry = tuple[Callable[[Any], jax.Array], NamedSharding, int]
 _compiled: dict[Mesh | None, Entry] = {}
+
+# Before JAX 0.9.1, jit raises AssertionError ("Unexpected XLA sharding override") for a
+# length-0 array split over more than one device; there the empty result is placed directly.
+_JIT_SPLITS_EMPTY = tuple(int(p) for p in re.findall(r"\d+", jax.__version__)[:3]) >= (0, 9, 1)
 
 
 def _double(x: jax.Array) -> jax.Array:
@@ -54,6 +59,10 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> jax.Array:
         )
     if isinstance(x, jax.core.Tracer):  # traced (make_jaxpr, an outer jit): jit places it
         return fn(x)
+    if n == 0 and size > 1 and not _JIT_SPLITS_EMPTY:  # nothing to double, and this jit cannot
+        return jax.device_put(
+            np.zeros((0,), np.asarray(x).dtype if not isinstance(x, jax.Array) else x.dtype), sharding
+        )
     if not isinstance(x, jax.Array):  # NumPy, or anything array-like: straight to the target layout
         return fn(jax.device_put(np.asarray(x), sharding))
     if x.sharding is sharding or x.sharding == sharding or x.sharding.is_equivalent_to(sharding, 1):

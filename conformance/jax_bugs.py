@@ -1,0 +1,94 @@
+"""JAX's own known bugs in the supported range: the inputs on which no implementation can be judged.
+
+A correct implementation must not be failed for a bug of the JAX it runs
+on.  Each ``KnownBug`` names the JAX releases it affects, the release that
+fixed it, the inputs it hits and the exception it raises.  Where the
+installed JAX has it, an input it hits is not judged when the
+implementation raises that exception (``Kit.call``), nor asked to go
+through ``jax.jit`` at all (``jit.shardings``); the check's verdict and the
+report count those inputs, with the bug's words, so a reader sees exactly
+what this JAX kept the kit from checking.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from conformance.case import Case
+from conformance.contract import data_axis_size
+
+
+def jax_version() -> tuple[int, ...]:
+    """The installed JAX's release as a tuple of ints (``0.7.2`` -> ``(0, 7, 2)``)."""
+    import jax
+
+    return tuple(int(part) for part in re.findall(r"\d+", jax.__version__)[:3])
+
+
+def _text(version: tuple[int, ...]) -> str:
+    return ".".join(str(p) for p in version)
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    id: str
+    what: str  # what JAX does wrong, in one sentence
+    fixed_in: tuple[int, ...]
+    message: str  # a fragment of the exception's message
+    error: type[BaseException]
+
+    def present(self) -> bool:
+        """Whether the installed JAX has the bug."""
+        return jax_version() < self.fixed_in
+
+    def hits(self, case: Case) -> bool:
+        """Whether ``case`` is an input the bug hits (on a JAX that has it)."""
+        if self.id == EMPTY_SPLIT.id:
+            return case.n == 0 and data_axis_size(case.mesh) > 1
+        return False
+
+    def raised(self, error: BaseException | None) -> bool:
+        return isinstance(error, self.error) and self.message in str(error)
+
+    def describe(self) -> str:
+        """The bug, the installed JAX and the fix: ``jax.jit raises ... (JAX 0.7.0; fixed in 0.9.1)``."""
+        import jax
+
+        return f"{self.what} (a bug of JAX {jax.__version__}, fixed in JAX {_text(self.fixed_in)})"
+
+
+EMPTY_SPLIT = KnownBug(
+    id="jax-jit-empty-split",
+    what=(
+        "jax.jit raises AssertionError('Unexpected XLA sharding override') for a length-0 array "
+        "split over more than one device"
+    ),
+    fixed_in=(0, 9, 1),
+    message="Unexpected XLA sharding override",
+    error=AssertionError,
+)
+
+KNOWN_BUGS = (EMPTY_SPLIT,)
+
+
+@cache
+def present() -> tuple[KnownBug, ...]:
+    """The known bugs of the installed JAX."""
+    return tuple(bug for bug in KNOWN_BUGS if bug.present())
+
+
+def hitting(case: Case | None) -> KnownBug | None:
+    """The installed JAX's known bug that ``case`` hits, if any."""
+    if case is None:
+        return None
+    return next((bug for bug in present() if bug.hits(case)), None)
+
+
+class KnownBugHit(Exception):
+    """An input the installed JAX's known bug keeps from being judged."""
+
+    def __init__(self, bug: KnownBug) -> None:
+        super().__init__(bug.describe())
+        self.bug = bug
