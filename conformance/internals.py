@@ -282,16 +282,18 @@ def _probe_global_state() -> None:
 
     from conformance import calls
 
+    mesh = Mesh(np.array(jax.devices()[:1]), ("probe",))
+    enter = getattr(jax, "set_mesh", None) or getattr(jax.sharding, "use_mesh", None)
     before = calls.global_state()
-    with Mesh(np.array(jax.devices()[:1]), ("probe",)):
+    with enter(mesh) if enter is not None else mesh:
         inside = calls.global_state()
     after = calls.global_state()
     changed = sorted(k for k in before if inside.get(k) != before[k])
     if not changed or after != before:
         raise ProbeFailed(
-            "the snapshot of JAX's configuration and mesh context did not see a `with Mesh(...)` block"
+            "the snapshot of JAX's configuration and mesh context did not see a mesh set for a block"
             if not changed
-            else "the snapshot changed after a `with Mesh(...)` block had ended"
+            else "the snapshot changed after a block with a mesh set had ended"
         )
 
 

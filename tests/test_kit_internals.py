@@ -1,0 +1,168 @@
+"""The one door to private internals, and its self-test (conformance/internals.py).
+
+Each probe is broken on purpose, the way a new JAX release could break it
+(an event renamed, a private function moved, a primitive renamed, a
+module attribute gone): in this process the self-test names it, and in a
+real run of the kit every check that rests on it ends as a kit error that
+names the probe and the versions -- never passed, never the
+implementation's failure -- while the other checks still judge.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import internals, jax_bugs
+from tests.conftest import Background, Run
+
+# How each probe is broken: (module, attribute, replacement or None to delete it).
+BREAKS = {
+    internals.COMPILE_COUNT: ("conformance.internals", "BACKEND_COMPILE_EVENT", "/jax/renamed/compile"),
+    # Moved: jit's impl rule now reaches the function by another way, the module attribute is gone.
+    internals.JIT_SPY: ("jax._src.pjit", "_pjit_call_impl_python", "<moved>"),
+    internals.JAXPR_JIT: ("conformance.jit_probe", "JIT_PRIMITIVES", ("renamed_jit",)),
+    internals.GLOBAL_STATE: ("jax._src.mesh", "thread_resources", None),
+}
+# The checks whose verdict rests on each probe (registry.Check.needs).
+DEPENDENT = {
+    internals.COMPILE_COUNT: "compile.once",
+    internals.JIT_SPY: "jit.shardings",
+    internals.JAXPR_JIT: "jit.shardings",
+    internals.GLOBAL_STATE: "hygiene.global-state",
+}
+INDEPENDENT = "values.float32"
+
+BREAK_PLUGIN = '''
+import importlib, json, os
+from tests.test_kit_internals import break_internal
+
+def pytest_configure(config):
+    module, attribute, value = json.loads(os.environ["KIT_BREAK"])
+    value = tuple(value) if isinstance(value, list) else value
+    break_internal(importlib.import_module(module), attribute, value)
+'''
+
+
+def break_internal(target: Any, attribute: str, value: Any, patch: Any = None) -> None:
+    """Break ``target.attribute``: delete it (None), move it ("<moved>"), or replace it."""
+    setattr_, delattr_ = (patch.setattr, patch.delattr) if patch is not None else (setattr, delattr)
+    if value == "<moved>":
+        # As if JAX had renamed it: JAX's own callers reach it under a name of their own (a
+        # private copy of the module's globals), and the module attribute the kit knows is gone.
+        private = dict(vars(target))
+        primitive = getattr(target, "jit_p", None) or target.pjit_p
+        for name, fn in list(vars(target).items()):
+            if isinstance(fn, types.FunctionType) and _mentions(fn.__code__, attribute):
+                copy = types.FunctionType(fn.__code__, private, fn.__name__, fn.__defaults__, fn.__closure__)
+                copy.__kwdefaults__ = fn.__kwdefaults__
+                setattr_(target, name, copy)
+                if primitive.impl is fn:
+                    setattr_(primitive, "impl", copy)
+        delattr_(target, attribute)
+    elif value is None:
+        delattr_(target, attribute)
+    else:
+        setattr_(target, attribute, value)
+
+
+def _mentions(code: types.CodeType, name: str) -> bool:
+    return name in code.co_names or any(
+        _mentions(c, name) for c in code.co_consts if isinstance(c, types.CodeType)
+    )
+
+
+def _break(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
+    module, attribute, value = BREAKS[probe]
+    break_internal(importlib.import_module(module), attribute, value, monkeypatch)
+
+
+def test_every_probe_passes_on_the_installed_versions() -> None:
+    assert internals.self_test() == {}
+
+
+def test_every_probe_has_a_break_and_a_dependent_check() -> None:
+    import conformance.checks  # noqa: F401 -- registers the checks
+    from conformance.registry import CHECKS
+
+    assert set(BREAKS) == set(internals.PROBES) == set(DEPENDENT)
+    for probe, check_id in DEPENDENT.items():
+        assert probe in CHECKS[check_id].needs
+    assert not CHECKS[INDEPENDENT].needs
+
+
+@pytest.mark.parametrize("probe", sorted(BREAKS))
+def test_a_broken_internal_fails_its_probe(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
+    _break(monkeypatch, probe)
+    failed = internals.self_test()
+    assert probe in failed, failed
+
+
+def _kit_run(probe: str) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    return (
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "conformance",
+            "-q",
+            "--check",
+            DEPENDENT[probe],
+            "--check",
+            INDEPENDENT,
+            "--conformance-report",
+            f"{{tmp}}/broken-{probe}.json",
+        ],
+        {"PYTEST_PLUGINS": "kit_break_internals", "KIT_BREAK": json.dumps(BREAKS[probe])},
+        {"kit_break_internals.py": BREAK_PLUGIN},
+    )
+
+
+def _check_kit_error(run: Run, background: Background, probe: str) -> None:
+    report = json.loads((Path(background.tmp) / f"broken-{probe}.json").read_text())
+    checks = {c["id"]: c for c in report["checks"]}
+    dependent = checks[DEPENDENT[probe]]
+    assert dependent["status"] == "kit error", run
+    assert f"probe {probe!r} failed" in dependent["message"], dependent["message"]
+    assert f"jax {report['environment']['jax']}" in dependent["message"], dependent["message"]
+    assert "says nothing about the implementation" in dependent["message"]
+    assert checks[INDEPENDENT]["status"] == "passed", run  # the other checks still judge
+    assert report["verdict"]["status"] == "kit error", run
+    assert run.returncode == 3, run
+    assert "KIT ERROR" in run.stdout, run
+
+
+@pytest.mark.background("broken-compile-count", *_kit_run(internals.COMPILE_COUNT))
+def test_compile_events_renamed_make_compile_once_a_kit_error(bg_run: Run, background: Background) -> None:
+    _check_kit_error(bg_run, background, internals.COMPILE_COUNT)
+
+
+@pytest.mark.background("broken-jit-spy", *_kit_run(internals.JIT_SPY))
+def test_jit_dispatch_moved_makes_jit_shardings_a_kit_error(bg_run: Run, background: Background) -> None:
+    _check_kit_error(bg_run, background, internals.JIT_SPY)
+
+
+@pytest.mark.background("broken-jaxpr-jit", *_kit_run(internals.JAXPR_JIT))
+def test_jit_primitive_renamed_makes_jit_shardings_a_kit_error(bg_run: Run, background: Background) -> None:
+    _check_kit_error(bg_run, background, internals.JAXPR_JIT)
+
+
+@pytest.mark.background("broken-global-state", *_kit_run(internals.GLOBAL_STATE))
+def test_mesh_context_moved_makes_global_state_a_kit_error(bg_run: Run, background: Background) -> None:
+    _check_kit_error(bg_run, background, internals.GLOBAL_STATE)
+
+
+def test_a_known_jax_bug_names_the_version_and_the_fix() -> None:
+    import jax
+
+    described = jax_bugs.EMPTY_SPLIT.describe()
+    assert f"JAX {jax.__version__}" in described and "fixed in JAX 0.9.1" in described
+    assert jax_bugs.EMPTY_SPLIT.present() is (jax_bugs.jax_version() < (0, 9, 1))
+    assert jax_bugs.EMPTY_SPLIT.raised(AssertionError("Unexpected XLA sharding override: ..."))
+    assert not jax_bugs.EMPTY_SPLIT.raised(ValueError("Unexpected XLA sharding override"))
