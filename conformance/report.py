@@ -111,6 +111,8 @@ def to_json(report: Report) -> dict[str, Any]:
             "jaxlib": _version("jaxlib"),
             "numpy": _version("numpy"),
             "hypothesis": _version("hypothesis"),
+            "pytest": _version("pytest"),
+            "ml_dtypes": _version("ml_dtypes"),
             "platform": platform.platform(),
             "device_count": report.devices,
             "backend": report.backend,
@@ -188,6 +190,8 @@ def markdown(report: Report) -> str:
         f"**pjit_double conformance: {headline(report)}** -- `{report.spec}`, contract `{report.contract}`, "
         f"profile `{report.profile}`, {report.devices} devices",
         "",
+        f"Environment: {environment_line(report)}",
+        "",
     ]
     if report.xfails:
         lines.append("Expected failures (--xfail-file):")
@@ -201,6 +205,27 @@ def markdown(report: Report) -> str:
         counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
         lines.append(f"| `{r.id}` | {r.status.value} | {counts} | {r.seconds:.2f} s |")
     return "\n".join(lines + ["", *coverage_table(report)]) + "\n"
+
+
+def environment_line(report: Report) -> str:
+    """Where the run ran, in one line: backend, device kind, processes and the versions that matter."""
+    import jax
+
+    processes = f"{report.process_count} process" + ("es" if report.process_count != 1 else "")
+    versions = ", ".join(
+        f"{name} {found}"
+        for name, found in (
+            ("jax", jax.__version__),
+            ("jaxlib", _version("jaxlib")),
+            ("hypothesis", _version("hypothesis")),
+            ("pytest", _version("pytest")),
+            ("numpy", _version("numpy")),
+        )
+    )
+    return (
+        f"backend {report.backend or '?'} ({report.device_kind or '?'}), {processes}, "
+        f"{versions}, Python {platform.python_version()}"
+    )
 
 
 _AXES = ("dtype", "placement", "mesh", "length")

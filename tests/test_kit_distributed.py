@@ -7,10 +7,16 @@ import subprocess
 import sys
 import time
 
-from tests.kit_process import ROOT
+from tests.kit_process import ROOT, child_env
 
 
-def launch(*pytest_args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess[str], float]:
+def launch(
+    *pytest_args: str,
+    timeout: float = 600,
+    processes: int = 2,
+    devices_per_process: int = 4,
+    env: dict[str, str] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], float]:
     start = time.monotonic()
     done = subprocess.run(
         [
@@ -18,9 +24,9 @@ def launch(*pytest_args: str, timeout: float = 600) -> tuple[subprocess.Complete
             "-m",
             "conformance.launch",
             "--processes",
-            "2",
+            str(processes),
             "--devices-per-process",
-            "4",
+            str(devices_per_process),
             "--grace",
             "60",
             "--",
@@ -31,6 +37,7 @@ def launch(*pytest_args: str, timeout: float = 600) -> tuple[subprocess.Complete
             *pytest_args,
         ],
         cwd=ROOT,
+        env=child_env(**(env or {})),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -60,6 +67,30 @@ def test_a_failure_on_process_1_shards_fails_the_run_everywhere() -> None:
     # process 0's own shards are right: it fails because process 1 reported a failure
     assert "the check failed on process(es) [1]" in done.stdout
     assert re.search(r"process 0: 1, process 1: 1 -> exit status 1", done.stdout)
+
+
+def test_reference_conforms_across_four_processes_of_two_devices() -> None:
+    done, _ = launch(processes=4, devices_per_process=2)
+    assert done.returncode == 0, done.stdout[-4000:]
+    assert "process 0: 0, process 1: 0, process 2: 0, process 3: 0 -> exit status 0" in done.stdout
+    assert "**pjit_double conformance: CONFORMING**" in done.stdout
+    assert "8 devices" in done.stdout and "4 processes" in done.stdout
+    assert done.stdout.count("pjit_double conformance ==") == 1  # only process 0 reports
+
+
+def test_a_failure_on_the_last_of_four_processes_fails_the_run_everywhere() -> None:
+    done, _ = launch(
+        "--impl",
+        "tests/distributed/wrong_on_process_1.py:pjit_double",
+        "--check",
+        "values.float32",
+        processes=4,
+        devices_per_process=2,
+        env={"KIT_WRONG_PROCESS": "3"},
+    )
+    assert done.returncode == 1, done.stdout[-4000:]
+    assert "the check failed on process(es) [3]" in done.stdout
+    assert re.search(r"process 0: 1, process 1: 1, process 2: 1, process 3: 1 -> exit status 1", done.stdout)
 
 
 def test_a_deadlock_on_one_process_ends_the_run_failing_without_hanging() -> None:
