@@ -13,6 +13,7 @@ what this JAX kept the kit from checking.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
@@ -38,16 +39,11 @@ class KnownBug:
     fixed_in: tuple[int, ...]
     message: str  # a fragment of the exception's message
     error: type[BaseException]
+    hits: Callable[[Case], bool]  # whether an input is one the bug hits (on a JAX that has it)
 
     def present(self) -> bool:
         """Whether the installed JAX has the bug."""
         return jax_version() < self.fixed_in
-
-    def hits(self, case: Case) -> bool:
-        """Whether ``case`` is an input the bug hits (on a JAX that has it)."""
-        if self.id == EMPTY_SPLIT.id:
-            return case.n == 0 and data_axis_size(case.mesh) > 1
-        return False
 
     def raised(self, error: BaseException | None) -> bool:
         return isinstance(error, self.error) and self.message in str(error)
@@ -68,6 +64,7 @@ EMPTY_SPLIT = KnownBug(
     fixed_in=(0, 9, 1),
     message="Unexpected XLA sharding override",
     error=AssertionError,
+    hits=lambda case: case.n == 0 and data_axis_size(case.mesh) > 1,
 )
 
 KNOWN_BUGS = (EMPTY_SPLIT,)
