@@ -659,6 +659,9 @@ def _mesh_neighbours(mesh: Mesh) -> list[Mesh]:
     if size >= 2 and rest:
         others = [devices[0], *rest, *devices[1:]][:size]
         found.append(Mesh(np.array(others).reshape(mesh.devices.shape), mesh.axis_names))
+    elif size >= 3:  # every device in the mesh: the same first device, the others in reverse order
+        others = [devices[0], *reversed(devices[1:])]
+        found.append(Mesh(np.array(others).reshape(mesh.devices.shape), mesh.axis_names))
     found.append(_other_mesh(Case(np.zeros(0), mesh, "mesh")))
     return found
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
-class Status(str, enum.Enum):
+class Status(str, enum.Enum):  # noqa: UP042 -- str() and format() as they have always been
     PASSED = "passed"
     FAILED = "failed"
     CRASHED = "crashed"  # the process running the implementation ended or was killed
@@ -46,7 +46,7 @@ REACHED = frozenset(
 BROKEN = frozenset({Status.FAILED, Status.CRASHED})
 
 
-class RunVerdict(str, enum.Enum):
+class RunVerdict(str, enum.Enum):  # noqa: UP042 -- str() and format() as they have always been
     CONFORMING = "conforming"
     NOT_CONFORMING = "not conforming"
     PARTIAL = "partial"
