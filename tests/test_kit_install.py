@@ -1,13 +1,16 @@
 """Installed use, as in another project's CI: wheel -> fresh venv -> pytest --pyargs conformance.
 
-Only the package registries are reachable, so the venv sees this machine's
-site-packages (jax, pytest, hypothesis) and gets the kit itself from the
-wheel built here, without an index.
+The venv is a plain one (no ``--system-site-packages``): it gets the kit
+itself from the wheel built here, without an index, and a ``.pth`` file puts
+the site-packages of the interpreter running these tests after its own, for
+jax, pytest and hypothesis -- whether that interpreter is a system install
+or itself a venv (whose packages ``--system-site-packages`` would not see).
 """
 
 from __future__ import annotations
 
 import shutil
+import site
 import subprocess
 import sys
 import textwrap
@@ -43,6 +46,15 @@ def pjit_double(x, *, mesh=None):
 BAD = GOOD.replace("jax.devices()[:1]", "jax.devices()[-1:]")
 
 
+def _outer_site_packages() -> list[str]:
+    """The site-packages folders of the interpreter running these tests: a venv's own
+    (and the base installation's where that venv includes them), or a system install's."""
+    found = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    return [folder for folder in dict.fromkeys(found) if Path(folder).is_dir()]
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("installed")
@@ -68,8 +80,16 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     wheel = next((base / "dist").glob("pjit_double_conformance-*.whl"))
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(base / "venv")], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(base / "venv")], check=True)
     python = base / "venv" / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # A .pth file's folders go after the venv's own site-packages: the kit comes from the wheel.
+    (Path(purelib) / "outer-site-packages.pth").write_text("".join(f"{d}\n" for d in _outer_site_packages()))
     subprocess.run(
         [str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
         check=True,

@@ -39,7 +39,7 @@ DEPENDENT = {
 }
 INDEPENDENT = "values.float32"
 
-BREAK_PLUGIN = '''
+BREAK_PLUGIN = """
 import importlib, json, os
 from tests.test_kit_internals import break_internal
 
@@ -47,7 +47,7 @@ def pytest_configure(config):
     module, attribute, value = json.loads(os.environ["KIT_BREAK"])
     value = tuple(value) if isinstance(value, list) else value
     break_internal(importlib.import_module(module), attribute, value)
-'''
+"""
 
 
 def break_internal(target: Any, attribute: str, value: Any, patch: Any = None) -> None:
