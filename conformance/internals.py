@@ -213,6 +213,7 @@ COMPILE_COUNT = "compile-count"  # internals.compile_counter: compile.once
 JIT_SPY = "jit-spy"  # internals.jit_executions, through jit_probe.observe: jit.shardings
 JAXPR_JIT = "jaxpr-jit"  # the jit equation's parameters in a jaxpr (jit_probe.jit_calls): jit.shardings
 GLOBAL_STATE = "global-state"  # mesh_context, through calls.global_state: hygiene.global-state
+CLUSTER_CLIENT = "cluster-client"  # distributed_client: every check of a --distributed run
 
 
 class ProbeFailed(Exception):
@@ -297,18 +298,32 @@ def _probe_global_state() -> None:
         )
 
 
+def _probe_cluster_client() -> None:
+    import jax
+
+    client = distributed_client()
+    if client is None:
+        raise ProbeFailed("jax.distributed's key-value client is not there, though the cluster is up")
+    key = f"conformance/probe/{jax.process_index()}"
+    client.key_value_set(key, "1")
+    if client.blocking_key_value_get(key, 10_000) != "1":
+        raise ProbeFailed("a value set in jax.distributed's key-value store did not read back")
+
+
 PROBES: dict[str, Callable[[], None]] = {
     COMPILE_COUNT: _probe_compile_count,
     JIT_SPY: _probe_jit_spy,
     JAXPR_JIT: _probe_jaxpr_jit,
     GLOBAL_STATE: _probe_global_state,
 }
+CLUSTER_PROBES: dict[str, Callable[[], None]] = {CLUSTER_CLIENT: _probe_cluster_client}
 
 
-def self_test() -> dict[str, str]:
-    """Run every probe; return, per probe that failed, why (empty: every private path works here)."""
+def self_test(*, cluster: bool = False) -> dict[str, str]:
+    """Run every probe (and, in a --distributed run, the cluster's); return, per probe that
+    failed, why (empty: every private path works here)."""
     failed: dict[str, str] = {}
-    for name, probe in PROBES.items():
+    for name, probe in {**PROBES, **(CLUSTER_PROBES if cluster else {})}.items():
         try:
             probe()
         except Exception as error:  # noqa: BLE001 -- whatever a moved internal raises is the finding

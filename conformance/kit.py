@@ -272,11 +272,13 @@ class Kit:
 
     def broken_probe(self, check: Check) -> str | None:
         """Why the kit cannot judge ``check`` here: a probe of the self-test it rests on failed."""
-        if not check.needs:
+        # In a --distributed run every example's verdict goes through the cluster's client.
+        needs = (*check.needs, internals.CLUSTER_CLIENT) if self.cluster is not None else check.needs
+        if not needs:
             return None
         if self._probes is None:
-            self._probes = internals.self_test()
-        failed = [name for name in check.needs if name in self._probes]
+            self._probes = internals.self_test(cluster=self.cluster is not None)
+        failed = [name for name in needs if name in self._probes]
         if not failed:
             return None
         return (

@@ -39,8 +39,11 @@ def _pump(stream: object, sink: list[str], echo: bool) -> None:
 
 
 def combined_status(statuses: list[int | None]) -> int:
-    if all(s == 0 for s in statuses):
-        return 0
+    """The job's exit status: the processes' own where they agree (0 conforming, 1 not, 2 partial,
+    3 kit error, 4 usage error); else 4 if any was a usage error, else 1."""
+    first = statuses[0] if statuses else None
+    if first is not None and 0 <= first <= 4 and all(s == first for s in statuses):
+        return first
     if any(s == 4 for s in statuses):
         return 4
     return 1

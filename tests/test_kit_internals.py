@@ -91,7 +91,7 @@ def test_every_probe_has_a_break_and_a_dependent_check() -> None:
     import conformance.checks  # noqa: F401 -- registers the checks
     from conformance.registry import CHECKS
 
-    assert set(BREAKS) == set(internals.PROBES) == set(DEPENDENT)
+    assert set(BREAKS) == set(internals.PROBES) == set(DEPENDENT)  # the cluster's: at the end
     for probe, check_id in DEPENDENT.items():
         assert probe in CHECKS[check_id].needs
     assert not CHECKS[INDEPENDENT].needs
@@ -166,3 +166,34 @@ def test_a_known_jax_bug_names_the_version_and_the_fix() -> None:
     assert jax_bugs.EMPTY_SPLIT.present() is (jax_bugs.jax_version() < (0, 9, 1))
     assert jax_bugs.EMPTY_SPLIT.raised(AssertionError("Unexpected XLA sharding override: ..."))
     assert not jax_bugs.EMPTY_SPLIT.raised(ValueError("Unexpected XLA sharding override"))
+
+
+CLUSTER_BREAK_PLUGIN = """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    from jax._src import distributed
+
+    distributed.global_state.client = None  # as if JAX kept its key-value client elsewhere
+"""
+
+
+def test_the_cluster_client_moved_makes_every_check_of_a_distributed_run_a_kit_error(tmp_path: Path) -> None:
+    from tests.test_kit_distributed import launch
+
+    (tmp_path / "kit_break_cluster.py").write_text(CLUSTER_BREAK_PLUGIN)
+    report = tmp_path / "report.json"
+    done, _ = launch(
+        "--check",
+        INDEPENDENT,
+        "--conformance-report",
+        str(report),
+        env={"PYTEST_PLUGINS": "kit_break_cluster", "PYTHONPATH": str(tmp_path)},
+    )
+    found = json.loads(report.read_text())
+    checks = {c["id"]: c for c in found["checks"]}
+    assert checks[INDEPENDENT]["status"] == "kit error", done.stdout[-4000:]
+    assert f"probe {internals.CLUSTER_CLIENT!r} failed" in checks[INDEPENDENT]["message"]
+    assert found["verdict"]["status"] == "kit error"
+    assert "-> exit status 3" in done.stdout, done.stdout[-4000:]
