@@ -74,7 +74,7 @@ def _ids(mesh: Any) -> list[int]:
 
 
 def test_lengths_reach_empty_long_prime_and_boundary_lengths() -> None:
-    seen = set(collect(cst.lengths(), 200))
+    seen = set(collect(cst.lengths(), 400))
     assert all(0 <= n <= cst.MAX_LENGTH for n in seen)
     assert 0 in seen and 1 in seen
     assert any(n >= 2048 for n in seen), sorted(seen)[-5:]

@@ -131,6 +131,9 @@ def test_ctrl_c_gives_a_partial_verdict_and_leaves_nothing_behind(tmp_path: Path
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # As in a terminal: SIGINT's default action, even where this test was started in the
+        # background of a non-interactive shell (which ignores SIGINT, and children inherit that).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     seen, lines = 0, []
