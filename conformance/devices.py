@@ -28,10 +28,10 @@ class DeviceSetupError(RuntimeError):
 
 
 def backend_started() -> bool:
-    """Whether JAX's backend is up; where JAX does not say, whether it has any devices yet
-    (asking that starts it, after which forcing a count fails and says so)."""
+    """Whether JAX's backend is up.  Where JAX does not say, it is taken as not up: the count is
+    forced, and the count check of ``ensure_host_devices`` catches a backend that was up after all."""
     started = internals.backend_started()
-    return True if started is None else started
+    return False if started is None else started
 
 
 def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
