@@ -138,24 +138,17 @@ def _check_kit_error(run: Run, background: Background, probe: str) -> None:
     assert "KIT ERROR" in run.stdout, run
 
 
-@pytest.mark.background("broken-compile-count", *_kit_run(internals.COMPILE_COUNT))
-def test_compile_events_renamed_make_compile_once_a_kit_error(bg_run: Run, background: Background) -> None:
-    _check_kit_error(bg_run, background, internals.COMPILE_COUNT)
-
-
-@pytest.mark.background("broken-jit-spy", *_kit_run(internals.JIT_SPY))
-def test_jit_dispatch_moved_makes_jit_shardings_a_kit_error(bg_run: Run, background: Background) -> None:
-    _check_kit_error(bg_run, background, internals.JIT_SPY)
-
-
-@pytest.mark.background("broken-jaxpr-jit", *_kit_run(internals.JAXPR_JIT))
-def test_jit_primitive_renamed_makes_jit_shardings_a_kit_error(bg_run: Run, background: Background) -> None:
-    _check_kit_error(bg_run, background, internals.JAXPR_JIT)
-
-
-@pytest.mark.background("broken-global-state", *_kit_run(internals.GLOBAL_STATE))
-def test_mesh_context_moved_makes_global_state_a_kit_error(bg_run: Run, background: Background) -> None:
-    _check_kit_error(bg_run, background, internals.GLOBAL_STATE)
+@pytest.mark.parametrize(
+    "probe",
+    [
+        pytest.param(probe, marks=pytest.mark.background(f"broken-{probe}", *_kit_run(probe)), id=probe)
+        for probe in sorted(BREAKS)
+    ],
+)
+def test_a_broken_internal_makes_its_dependent_check_a_kit_error(
+    probe: str, bg_run: Run, background: Background
+) -> None:
+    _check_kit_error(bg_run, background, probe)
 
 
 def test_a_known_jax_bug_names_the_version_and_the_fix() -> None:
