@@ -24,12 +24,21 @@ JIT_PRIMITIVES = ("jit", "pjit")
 
 @dataclass(frozen=True)
 class JitCall:
-    """One jit equation: the shardings it gives the vector on the way in and out."""
+    """One jit equation: the shardings it gives the vector on the way in and out.
+
+    ``inputs`` holds every input's rank and sharding, in the jit's order, for
+    judging functions of any number of arrays (``assertions.assert_jit_shardings``).
+    """
 
     name: str
     in_sharding: Any
     out_sharding: Any
     depth: int
+    inputs: tuple[tuple[int, Any], ...] = ()
+
+
+def _inputs(shardings: Any, avals: Any) -> tuple[tuple[int, Any], ...]:
+    return tuple((int(getattr(a, "ndim", 0)), s) for s, a in zip(shardings, avals, strict=False))
 
 
 def _subjaxprs(params: dict[str, Any]) -> Iterator[Any]:
@@ -89,6 +98,7 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
                     vectors[0] if vectors else None,
                     eqn.params["out_shardings"][k],
                     depth,
+                    _inputs(eqn.params["in_shardings"], [v.aval for v in eqn.invars]),
                 )
                 return [call, *output_chain(eqn.params["jaxpr"], k, depth + 1)]
     return []
@@ -106,14 +116,30 @@ def observe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[JitCall]]:
     object, plus the jit equations inside it that produce that output.  Runs
     on the implementation's thread.
     """
+    result, chains = observe_outputs(fn, *args, outputs=lambda r: [r], **kwargs)
+    return result, chains[0]
+
+
+def observe_outputs(
+    fn: Any, *args: Any, outputs: Any = None, **kwargs: Any
+) -> tuple[Any, list[list[JitCall]]]:
+    """``observe`` for every output: ``outputs(result)`` lists them (default: the pytree's leaves)."""
+    import jax
+
     with internals.jit_executions() as seen:
         result = fn(*args, **kwargs)
+    leaves = jax.tree_util.tree_leaves(result) if outputs is None else outputs(result)
+    return result, [_chain(seen, leaf) for leaf in leaves]
+
+
+def _chain(seen: list[tuple[dict[str, Any], list[Any]]], leaf: Any) -> list[JitCall]:
     for params, outputs in reversed(seen):
         for k, out in enumerate(outputs):
-            if out is result:
+            if out is leaf:
+                avals = params["jaxpr"].in_avals
                 vectors = [
                     s
-                    for s, a in zip(params["in_shardings"], params["jaxpr"].in_avals, strict=False)
+                    for s, a in zip(params["in_shardings"], avals, strict=False)
                     if getattr(a, "ndim", 0) == 1
                 ]
                 call = JitCall(
@@ -121,9 +147,10 @@ def observe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[JitCall]]:
                     vectors[0] if vectors else None,
                     params["out_shardings"][k],
                     0,
+                    _inputs(params["in_shardings"], avals),
                 )
-                return result, [call, *output_chain(params["jaxpr"], k, 1)]
-    return result, []
+                return [call, *output_chain(params["jaxpr"], k, 1)]
+    return []
 
 
 def is_layout(sharding: Any, target: Sharding) -> bool:

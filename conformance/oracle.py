@@ -61,22 +61,67 @@ def is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype == np.dtype(ml_dtypes.bfloat16)
 
 
-def _float_ok(x: np.ndarray, got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Element-wise verdict for real floats of one dtype."""
-    tiny, bits = _float_info(x.dtype)
+def _float_ok(x: np.ndarray | None, got: np.ndarray, want: np.ndarray, flush: bool = True) -> np.ndarray:
+    """Element-wise verdict for real floats of one dtype: the same bits, both NaN, or (``flush``)
+    a zero of the right sign where ``want`` or the input ``x`` is subnormal."""
+    tiny, bits = _float_info(want.dtype)
     same_bits = want.view(bits) == got.view(bits)
     with np.errstate(invalid="ignore"):  # casting NaN payloads of narrow types warns
-        x64, want64, got64 = (a.astype(np.float64) for a in (x, want, got))
+        want64, got64 = (a.astype(np.float64) for a in (want, got))
     both_nan = np.isnan(want64) & np.isnan(got64)
-    subnormal = ((x64 != 0) & (np.abs(x64) < tiny)) | ((want64 != 0) & (np.abs(want64) < tiny))
+    if not flush:
+        return same_bits | both_nan
+    subnormal = (want64 != 0) & (np.abs(want64) < tiny)
+    if x is not None:
+        with np.errstate(invalid="ignore"):
+            x64 = x.astype(np.float64)
+        subnormal |= (x64 != 0) & (np.abs(x64) < tiny)
     flushed = subnormal & (got64 == 0) & (np.signbit(got64) == np.signbit(want64))
     return same_bits | both_nan | flushed
+
+
+def values_match(got: np.ndarray, wants: list[np.ndarray], *, flush: bool = True) -> np.ndarray:
+    """Boolean mask: which elements of ``got`` equal the element of one of ``wants``.
+
+    Equal means bit for bit, except that any NaN matches any NaN and (with
+    ``flush``) a zero of the same sign matches a subnormal, as XLA on CPU
+    flushes them.  Complex elements match when both components match the same
+    one of ``wants``.  ``got`` and every one of ``wants`` share one dtype and shape.
+    """
+    verdict = np.zeros(got.shape, dtype=bool)
+    for want in wants:
+        if got.dtype.kind == "c":
+            parts = [
+                _float_ok(None, getattr(got, c).copy(), getattr(want, c).copy(), flush)
+                for c in ("real", "imag")
+            ]
+            verdict |= parts[0] & parts[1]
+        elif is_float(got.dtype):
+            verdict |= _float_ok(None, got, want, flush)
+        else:
+            verdict |= got == want
+    return verdict
 
 
 def _flush(part: np.ndarray) -> np.ndarray:
     """Subnormals to zero of the same sign, as XLA on CPU treats its inputs."""
     tiny, _ = _float_info(part.dtype)
     return np.where(np.abs(part) < tiny, np.copysign(np.zeros_like(part), part), part)
+
+
+def flush_subnormals(x: np.ndarray) -> np.ndarray:
+    """``x`` with every subnormal float (or complex component) made a zero of the same sign.
+
+    What XLA on CPU does to its inputs: compute an expected result from it
+    too where an input may be subnormal (``assertions.assert_values_equal``'s
+    ``alternatives``).  Other dtypes come back unchanged.
+    """
+    x = np.asarray(x)
+    if x.dtype.kind == "c":
+        out = np.empty_like(x)
+        out.real, out.imag = _flush(x.real.copy()), _flush(x.imag.copy())
+        return out
+    return _flush(x) if is_float(x.dtype) else x.copy()
 
 
 def _complex_product(x: np.ndarray) -> np.ndarray:

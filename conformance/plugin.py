@@ -131,6 +131,57 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     )
     group.addoption("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
     group.addoption("--process-id", type=int, default=None, metavar="I", help="with --distributed")
+    # For the user's own tests of sharded code (README, "Testing your own sharded functions").
+    group.addoption(
+        "--host-devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="your own tests: run them on N forced CPU devices (the host_devices fixture gives them); "
+        "default: the host_devices ini value, else JAX's own devices",
+    )
+    parser.addini(
+        "host_devices", "forced CPU devices for this project's tests (as --host-devices)", default=""
+    )
+
+
+def host_device_count(config: pytest.Config) -> int | None:
+    """``--host-devices``, else the ``host_devices`` ini value, else None (JAX's own devices)."""
+    count = config.getoption("--host-devices")
+    if count is None:
+        text = str(config.getini("host_devices")).strip()
+        if not text:
+            return None
+        try:
+            count = int(text)
+        except ValueError:
+            raise pytest.UsageError(
+                f"host_devices = {text!r} in the pytest configuration is not a number"
+            ) from None
+    return int(count)
+
+
+def _configure_host_devices(config: pytest.Config) -> None:
+    """The user's own run: make the forced CPU devices before any test module imports JAX's arrays."""
+    count = host_device_count(config)
+    if count is None:
+        return
+    try:
+        devices.ensure_host_devices(count)
+    except devices.DeviceSetupError as exc:
+        raise pytest.UsageError(
+            f"--host-devices {count}: {exc}".replace("--devices", "--host-devices")
+        ) from None
+
+
+@pytest.fixture(scope="session")
+def host_devices(pytestconfig: pytest.Config) -> list[Any]:
+    """The devices of this run: N forced CPU devices with ``--host-devices N`` (or the
+    ``host_devices`` ini value), else whatever JAX has.  Made before any test module was
+    imported; a backend already started with another count is a usage error, not fewer devices."""
+    import jax
+
+    return list(jax.devices())
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -270,6 +321,7 @@ def _read_xfail_file(path: str, known: dict[str, Any]) -> dict[str, str]:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     if not _targets_kit(config):
+        _configure_host_devices(config)
         return
     from conformance import checks  # noqa: F401 -- registers the checks
     from conformance.registry import CHECKS

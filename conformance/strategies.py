@@ -15,6 +15,7 @@ not when built, so building a strategy never starts JAX's backend.
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
 from collections.abc import Sequence
@@ -23,9 +24,10 @@ from dataclasses import dataclass, field
 import jax
 import ml_dtypes
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
 
 from conformance import coverage
 from conformance.case import NUMPY_FORMS, TARGET, TILE, Case, MeshArg, Placement, make_mesh
@@ -260,20 +262,30 @@ def _as_bits(dtype: np.dtype) -> tuple[np.dtype, np.ndarray]:
     return dtype, np.array(_integer_edges(dtype), dtype=dtype)
 
 
-def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrategy[np.ndarray]:
-    """1-D arrays of ``dtype`` over the dtype's whole range.
+def values(
+    *, dtype: np.dtype | str = "float32", length: int | None = None, shape: int | Sequence[int] | None = None
+) -> st.SearchStrategy[np.ndarray]:
+    """Arrays of ``dtype`` over the dtype's whole range: 1-D of ``length``, or of any ``shape``.
 
     Floats are drawn as bit patterns, so every exponent, both signs, NaN
     payloads and subnormals are as likely as ordinary numbers, mixed with
     ``special_floats``.  Integers cover the full range with the extremes.
     Complex numbers draw each component as their float type does.  Long
-    vectors differ in every position, not only in a few (see ``_vectors``).
+    arrays differ in every position, not only in a few (see ``_vectors``).
+    Give ``length`` or ``shape``, not both.
 
     >>> values(dtype="int8", length=4).example().dtype
     dtype('int8')
+    >>> values(dtype="bfloat16", shape=(2, 3)).example().shape
+    (2, 3)
     """
-    dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+    _check((length is None) != (shape is None), "give values() a length or a shape, not both nor neither")
+    if shape is not None:
+        dims = _shape_arg(shape)
+        return values(dtype=dtype, length=math.prod(dims)).map(lambda a: a.reshape(dims))
+    dtype = _dtype_arg(dtype)
     _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
+    assert length is not None
     if dtype.kind == "c":
         part = _float_dtype(f"float{dtype.itemsize * 4}")
         return values(dtype=part, length=2 * length).map(lambda a: a.view(dtype))
@@ -281,6 +293,23 @@ def values(*, dtype: np.dtype | str = "float32", length: int) -> st.SearchStrate
     info = np.iinfo(bits)
     elements = st.one_of(st.sampled_from([int(e) for e in edges]), st.integers(int(info.min), int(info.max)))
     return _vectors(dtype=bits, length=length, edges=edges, elements=elements).map(lambda a: a.view(dtype))
+
+
+def _dtype_arg(dtype: object) -> np.dtype:
+    try:
+        return np.dtype(jax.numpy.dtype(dtype))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"dtype={dtype!r} is not a dtype") from None
+
+
+def _shape_arg(shape: object) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, int) else shape
+    _check(
+        isinstance(dims, (tuple, list)) and all(type(d) is int and d >= 0 for d in dims),
+        f"shape={shape!r} must be an int >= 0 or a tuple of them",
+    )
+    assert isinstance(dims, (tuple, list))
+    return tuple(dims)
 
 
 def values_from(rng: np.random.Generator, dtype: np.dtype, length: int) -> np.ndarray:
@@ -311,25 +340,44 @@ def meshes(
     ndims: Sequence[int] = (1, 2),
     min_axis_size: int = 1,
     kind: str | None = None,
+    axis_names: Sequence[str] | None = None,
 ) -> st.SearchStrategy[Mesh]:
-    """Meshes over any subset of ``devices`` (default: all), in any order.
+    """Meshes over any subset of ``devices`` (default: all), in any order, of any number of axes.
 
-    1-D meshes have the single axis 'data'; 2-D meshes have 'data' and
-    'model' in either order, with any factorisation of the size.
-    ``min_axis_size=2`` (with ``ndims=(2,)``) keeps the 2-D meshes where
-    neither axis is trivial: the data axis is a strict part of the mesh.
-    ``kind`` (a mesh kind of ``coverage.MESHES`` but ``default``) sets both:
-    ``1d``, ``2d`` (both axes of 2+ devices) or ``2d-data1`` (the data axis has
-    one device, the vector is replicated over ``model``).
+    Each mesh has one of ``ndims`` axes and between ``min_size`` and
+    ``max_size`` devices, every axis at least ``min_axis_size`` of them,
+    in any factorisation.  With ``axis_names`` every mesh has exactly those
+    axes, in that order.  Without, 1-D meshes have the single axis 'data',
+    2-D meshes 'data' and 'model' in either order, and meshes of more axes
+    'data', 'model', 'axis2', ... in any order.
+    ``kind`` (a mesh kind of ``coverage.MESHES`` but ``default``) picks the
+    kit's mesh kinds: ``1d``, ``2d`` (both axes of 2+ devices) or
+    ``2d-data1`` (the data axis has one device, the rest replicates).
 
-    >>> meshes(kind="2d")  # doctest: +ELLIPSIS
+    The devices are counted when drawing, so building a strategy never
+    starts JAX's backend; too few of them is an ``InvalidArgument`` that
+    says how to get more (``--host-devices``).
+
+    >>> meshes(axis_names=("batch", "model"), min_axis_size=2)  # doctest: +ELLIPSIS
     ...
     """
     if kind is not None:
         _check(kind in ("1d", "2d", "2d-data1"), f"kind={kind!r} must be '1d', '2d' or '2d-data1'")
+        _check(axis_names is None, "give meshes() a kind or axis_names, not both")
         ndims = (1,) if kind == "1d" else (2,)
         min_axis_size = 2 if kind == "2d" else 1
         min_size = max(min_size, coverage.MESH_DEVICES[kind])
+    if axis_names is not None:
+        names = tuple(axis_names) if not isinstance(axis_names, str) else ()
+        _check(
+            len(names) > 0 and all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names),
+            f"axis_names={axis_names!r} must be a non-empty sequence of distinct non-empty strings",
+        )
+        _check(
+            tuple(ndims) in ((1, 2), (len(names),)),
+            f"ndims={ndims!r} disagrees with axis_names={axis_names!r}: give one of them",
+        )
+        ndims = (len(names),)
     # What can be checked without the devices is checked now; the device count when drawn.
     _check(
         isinstance(min_size, int)
@@ -338,12 +386,19 @@ def meshes(
         and (devices is None or (max_size or min_size) <= len(devices)),
         f"need 1 <= min_size={min_size} <= max_size={max_size} <= the number of devices",
     )
-    _check(len(ndims) > 0 and set(ndims) <= {1, 2}, f"ndims={ndims!r} must be drawn from (1, 2)")
     _check(
-        isinstance(min_axis_size, int)
-        and min_axis_size >= 1
-        and (min_axis_size == 1 or tuple(ndims) == (2,)),
-        f"min_axis_size={min_axis_size!r} must be an int >= 1, and above 1 only with ndims=(2,)",
+        len(ndims) > 0 and all(type(k) is int and k >= 1 for k in ndims),
+        f"ndims={ndims!r} must be a non-empty sequence of ints >= 1",
+    )
+    _check(
+        isinstance(min_axis_size, int) and min_axis_size >= 1,
+        f"min_axis_size={min_axis_size!r} must be an int >= 1",
+    )
+    _check(
+        max_size is None
+        or any(_shapes(n, k, min_axis_size) for n in range(min_size, max_size + 1) for k in ndims),
+        f"no mesh of {min_size} to {max_size} devices has {' or '.join(map(str, ndims))} axes "
+        f"of >= {min_axis_size} devices each",
     )
     return _meshes(
         devices=devices,
@@ -352,12 +407,29 @@ def meshes(
         ndims=tuple(ndims),
         min_axis_size=min_axis_size,
         data_one=kind == "2d-data1",
+        axis_names=None if axis_names is None else tuple(axis_names),
     )
 
 
 def _splits(size: int, min_axis_size: int) -> list[int]:
     """Sizes of the data axis of a 2-D mesh of ``size`` devices, both axes >= min_axis_size."""
     return [a for a in _divisors(size) if a >= min_axis_size and size // a >= min_axis_size]
+
+
+def _shapes(size: int, ndim: int, least: int) -> list[tuple[int, ...]]:
+    """Every mesh shape of ``ndim`` axes, each of ``least`` devices or more, over ``size`` devices."""
+    if ndim == 1:
+        return [(size,)] if size >= least else []
+    return [(a, *rest) for a in _divisors(size) if a >= least for rest in _shapes(size // a, ndim - 1, least)]
+
+
+def too_few_devices(what: str, wanted: int, have: int) -> str:
+    """The message for a strategy that needs more devices than JAX has: how to get them."""
+    return (
+        f"{what} needs {wanted} devices, but JAX has {have} devices. For N forced CPU devices, run pytest "
+        f"with --host-devices N (or host_devices = N in its configuration), or call "
+        f"conformance.devices.ensure_host_devices(N) before anything starts JAX's backend"
+    )
 
 
 @st.composite
@@ -370,27 +442,37 @@ def _meshes(
     ndims: Sequence[int],
     min_axis_size: int = 1,
     data_one: bool = False,
+    axis_names: tuple[str, ...] | None = None,
 ) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
     top = len(pool) if max_size is None else max_size
-    _check(
-        1 <= min_size <= top <= len(pool),
-        f"need 1 <= min_size={min_size} <= max_size={top} <= {len(pool)} devices",
-    )
+    if top > len(pool) or min_size > len(pool):
+        raise InvalidArgument(
+            too_few_devices(
+                f"meshes(min_size={min_size}, max_size={max_size})", max(min_size, top), len(pool)
+            )
+        )
     if min_axis_size == 1:
         size = draw(st.integers(min_size, top))
     else:
-        sizes = [n for n in range(min_size, top + 1) if _splits(n, min_axis_size)]
-        _check(bool(sizes), f"no mesh of {min_size} to {top} devices has two axes of >= {min_axis_size}")
+        sizes = [n for n in range(min_size, top + 1) if any(_shapes(n, k, min_axis_size) for k in ndims)]
+        _check(bool(sizes), f"no mesh of {min_size} to {top} devices has axes of >= {min_axis_size} devices")
         size = draw(st.sampled_from(sizes))
     chosen = draw(st.permutations(pool))[:size]
     ids = [int(d.id) for d in chosen]
-    if draw(st.sampled_from(sorted(ndims))) == 1:
+    ndim = draw(st.sampled_from(sorted(k for k in ndims if _shapes(size, k, min_axis_size))))
+    if axis_names is None and ndim == 1:
         return make_mesh(ids, (size,), (DATA_AXIS,))
-    data = 1 if data_one else draw(st.sampled_from(_splits(size, min_axis_size)))
-    if draw(st.booleans()):
-        return make_mesh(ids, (data, size // data), (DATA_AXIS, OTHER_AXIS))
-    return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
+    if axis_names is None and ndim == 2:
+        data = 1 if data_one else draw(st.sampled_from(_splits(size, min_axis_size)))
+        if draw(st.booleans()):
+            return make_mesh(ids, (data, size // data), (DATA_AXIS, OTHER_AXIS))
+        return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
+    shape = draw(st.sampled_from(_shapes(size, ndim, min_axis_size)))
+    names = axis_names or tuple(
+        draw(st.permutations([DATA_AXIS, OTHER_AXIS, *(f"axis{k}" for k in range(2, ndim))]))
+    )
+    return make_mesh(ids, shape, names)
 
 
 def placements(
@@ -495,6 +577,227 @@ def cases(
     if any_placement or placement_kinds is not None:
         placement = draw(placements(length=n, kinds=placement_kinds, target=divisible))
     return Case(vals, mesh, mesh_arg, placement)
+
+
+# ---------------------------------------------------------------------------
+# Arrays of any rank, and their layouts
+
+
+def partition_specs(
+    mesh: Mesh, ndim: int, *, shape: Sequence[int] | None = None, divisible: bool | None = True
+) -> st.SearchStrategy[PartitionSpec]:
+    """Partition specs of ``ndim`` dimensions over ``mesh``'s axes.
+
+    Each dimension gets ``None`` (replicated), one axis, or a tuple of axes;
+    each axis is used once at most, and some may be left unused (the array
+    is replicated over those).  Shrinks towards ``PartitionSpec()``, fully
+    replicated.  With ``shape``, ``divisible=True`` keeps the specs whose
+    axes divide their dimensions (a dimension split over axes of sizes 2
+    and 4 needs a multiple of 8), ``False`` the ones where at least one
+    dimension is not divided (JAX must refuse those), ``None`` any.
+
+    >>> mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
+    >>> partition_specs(mesh, 2).example()  # doctest: +SKIP
+    PartitionSpec(None, 'x')
+    """
+    _check(isinstance(mesh, Mesh), f"mesh={mesh!r} must be a jax.sharding.Mesh")
+    _check(type(ndim) is int and ndim >= 0, f"ndim={ndim!r} must be an int >= 0")
+    _check(divisible in (True, False, None), f"divisible={divisible!r} must be True, False or None")
+    dims: tuple[int, ...] | None = None
+    if shape is not None:
+        dims = _shape_arg(shape)
+        _check(len(dims) == ndim, f"shape={shape!r} has {len(dims)} dimensions, not ndim={ndim}")
+    _check(divisible is not False or dims is not None, "divisible=False needs a shape")
+    forced: list[tuple[int, str]] = []
+    if divisible is False:
+        assert dims is not None
+        forced = [(d, a) for d in range(ndim) for a in mesh.axis_names if dims[d] % mesh.shape[a]]
+        _check(
+            bool(forced),
+            f"every axis of the mesh {dict(mesh.shape)} divides every dimension of shape {dims}: "
+            f"no spec leaves one undivided",
+        )
+    return _partition_specs(mesh=mesh, ndim=ndim, dims=dims, divisible=divisible, forced=tuple(forced))
+
+
+@st.composite
+def _partition_specs(
+    draw: st.DrawFn,
+    *,
+    mesh: Mesh,
+    ndim: int,
+    dims: tuple[int, ...] | None,
+    divisible: bool | None,
+    forced: tuple[tuple[int, str], ...],
+) -> PartitionSpec:
+    free = list(mesh.axis_names)
+    entries: list[list[str]] = [[] for _ in range(ndim)]
+    if forced:
+        d, axis = draw(st.sampled_from(forced))
+        entries[d].append(axis)
+        free.remove(axis)
+    for d in range(ndim):
+        chosen = draw(st.lists(st.sampled_from(free), unique=True, max_size=len(free))) if free else []
+        if divisible and dims is not None:
+            kept: list[str] = []
+            for axis in chosen:  # the longest prefix whose axes divide the dimension
+                if dims[d] % (math.prod(mesh.shape[a] for a in entries[d] + kept + [axis])):
+                    break
+                kept.append(axis)
+            chosen = kept
+        entries[d] += chosen
+        free = [a for a in free if a not in chosen]
+    return PartitionSpec(*(None if not e else e[0] if len(e) == 1 else tuple(e) for e in entries))
+
+
+def spec_divides(spec: PartitionSpec, mesh: Mesh, shape: Sequence[int]) -> bool:
+    """Whether ``spec`` over ``mesh`` splits every dimension of ``shape`` into equal parts."""
+    for entry, size in zip(spec, shape, strict=False):
+        axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        if size % math.prod(mesh.shape[a] for a in axes):
+            return False
+    return True
+
+
+def shardings(
+    *,
+    mesh: Mesh | st.SearchStrategy[Mesh] | None = None,
+    ndim: int | None = None,
+    shape: Sequence[int] | None = None,
+    divisible: bool | None = True,
+) -> st.SearchStrategy[NamedSharding]:
+    """``NamedSharding`` layouts for arrays of ``ndim`` dimensions (or of ``shape``).
+
+    ``mesh`` is a mesh, a strategy for meshes, or ``None`` for ``meshes()``.
+    With ``shape``, ``divisible`` is as for ``partition_specs``: by default
+    only layouts the shape divides, ``divisible=False`` only ones it does
+    not (for testing that a function refuses them).
+
+    >>> shardings(shape=(8, 6), mesh=meshes(axis_names=("rows", "cols")))  # doctest: +ELLIPSIS
+    ...
+    """
+    dims = None if shape is None else _shape_arg(shape)
+    _check(ndim is not None or dims is not None, "give shardings() an ndim or a shape")
+    _check(
+        ndim is None or (type(ndim) is int and ndim >= 0 and (dims is None or len(dims) == ndim)),
+        f"ndim={ndim!r} must be an int >= 0 that agrees with shape={shape!r}",
+    )
+    _check(divisible is not False or dims is not None, "divisible=False needs a shape")
+    rank = len(dims) if dims is not None else ndim
+    assert rank is not None
+    if isinstance(mesh, Mesh):
+        specs = partition_specs(mesh, rank, shape=dims, divisible=divisible)
+        return specs.map(lambda spec: NamedSharding(mesh, spec))
+    _check(mesh is None or isinstance(mesh, st.SearchStrategy), f"mesh={mesh!r} must be a Mesh or a strategy")
+    drawn = (
+        meshes(min_size=2) if mesh is None and divisible is False else mesh if mesh is not None else meshes()
+    )
+    return _shardings(meshes=drawn, rank=rank, dims=dims, divisible=divisible)
+
+
+@st.composite
+def _shardings(
+    draw: st.DrawFn,
+    *,
+    meshes: st.SearchStrategy[Mesh],
+    rank: int,
+    dims: tuple[int, ...] | None,
+    divisible: bool | None,
+) -> NamedSharding:
+    mesh = draw(meshes)
+    if divisible is False:
+        assert dims is not None
+        assume(any(dims[d] % mesh.shape[a] for d in range(rank) for a in mesh.axis_names))
+    return NamedSharding(mesh, draw(partition_specs(mesh, rank, shape=dims, divisible=divisible)))
+
+
+# Where an array of ``sharded_arrays`` lives: a NumPy array, on the default device
+# uncommitted, committed to one device, or laid out by a sharding.
+ARRAY_PLACEMENTS = ("numpy", "uncommitted", "device", "sharded")
+
+
+def sharded_arrays(
+    *,
+    dtype: np.dtype | str | st.SearchStrategy[np.dtype] = "float32",
+    shape: int | Sequence[int] | st.SearchStrategy[tuple[int, ...]],
+    sharding: Sharding | st.SearchStrategy[Sharding] | None = None,
+    placements: Sequence[str] | None = None,
+) -> st.SearchStrategy[np.ndarray | jax.Array]:
+    """Arrays of ``dtype`` and ``shape`` with ``values``' values, placed as a caller places them.
+
+    ``dtype`` and ``shape`` may be strategies (``dtypes()``,
+    ``hypothesis.extra.numpy.array_shapes()``).  ``placements`` picks some of
+    ``ARRAY_PLACEMENTS``: ``"numpy"`` (a NumPy array), ``"uncommitted"``
+    (``jax.device_put(a)``), ``"device"`` (committed to one drawn device),
+    ``"sharded"`` (``jax.device_put(a, sharding)``).  Given a ``sharding``
+    (or a strategy for them) the arrays are laid out by it, and only so
+    unless ``placements`` asks for others too; without one, every placement
+    is drawn and the sharded ones get a layout of ``shardings(shape=...)``.
+    Each array is fresh: a function that donates or deletes it spoils nothing.
+
+    >>> sharded_arrays(shape=(4, 2), dtype="int8", placements=["numpy"]).example().shape
+    (4, 2)
+    """
+    if placements is None:
+        placements = ("sharded",) if sharding is not None else ARRAY_PLACEMENTS
+    kinds = tuple(placements) if not isinstance(placements, str) else ()
+    _check(
+        bool(kinds) and set(kinds) <= set(ARRAY_PLACEMENTS),
+        f"placements={placements!r} must name some of {ARRAY_PLACEMENTS}",
+    )
+    _check(
+        sharding is None or isinstance(sharding, (Sharding, st.SearchStrategy)),
+        f"sharding={sharding!r} must be a jax.sharding.Sharding or a strategy for them",
+    )
+    dtypes_: st.SearchStrategy[np.dtype] = (
+        dtype if isinstance(dtype, st.SearchStrategy) else st.just(_dtype_arg(dtype))
+    )
+    shapes: st.SearchStrategy[tuple[int, ...]] = (
+        shape if isinstance(shape, st.SearchStrategy) else st.just(_shape_arg(shape))
+    )
+    if isinstance(sharding, Sharding) and not isinstance(shape, st.SearchStrategy):
+        dims = _shape_arg(shape)
+        _check(
+            _fits(sharding, dims),
+            f"sharding={sharding!r} does not lay out shape {dims} in equal parts",
+        )
+    return _sharded_arrays(dtypes=dtypes_, shapes=shapes, sharding=sharding, kinds=kinds)
+
+
+def _fits(sharding: Sharding, dims: tuple[int, ...]) -> bool:
+    try:
+        sharding.shard_shape(dims)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+@st.composite
+def _sharded_arrays(
+    draw: st.DrawFn,
+    *,
+    dtypes: st.SearchStrategy[np.dtype],
+    shapes: st.SearchStrategy[tuple[int, ...]],
+    sharding: Sharding | st.SearchStrategy[Sharding] | None,
+    kinds: tuple[str, ...],
+) -> np.ndarray | jax.Array:
+    dtype, dims = _dtype_arg(draw(dtypes)), _shape_arg(draw(shapes))
+    host = draw(values(dtype=dtype, shape=dims))
+    kind = draw(st.sampled_from(kinds))
+    if kind == "numpy":
+        return host
+    if kind == "uncommitted":
+        return jax.device_put(host)
+    if kind == "device":
+        return jax.device_put(host, draw(st.sampled_from(jax.devices())))
+    layout = sharding
+    if layout is None:
+        layout = shardings(shape=dims)
+    if isinstance(layout, st.SearchStrategy):
+        layout = draw(layout)
+    if not _fits(layout, dims):
+        raise InvalidArgument(f"the drawn sharding {layout!r} does not lay out shape {dims} in equal parts")
+    return jax.device_put(host, layout)
 
 
 # ---------------------------------------------------------------------------
