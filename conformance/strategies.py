@@ -325,7 +325,14 @@ def dtypes(
 ) -> st.SearchStrategy[np.dtype]:
     """The input dtypes in the contract's domain (float32 first, so it shrinks there)."""
     x64 = bool(jax.config.read("jax_enable_x64")) if x64 is None else x64
-    return st.sampled_from(dtypes_in_domain(Contract(contract), x64=x64))
+    return st.sampled_from(dtypes_in_domain(_contract(contract), x64=x64))
+
+
+def _contract(contract: object) -> Contract:
+    try:
+        return Contract(contract)
+    except ValueError:
+        raise InvalidArgument(f"contract={contract!r} must be one of {[c.value for c in Contract]}") from None
 
 
 def _divisors(n: int) -> list[int]:
@@ -524,9 +531,7 @@ def _placements(
     return ("sharded", tuple(ids[:size]), how)
 
 
-@st.composite
 def cases(
-    draw: st.DrawFn,
     *,
     contract: Contract | str = Contract.FULL,
     dtypes_from: Sequence[np.dtype | str] | None = None,
@@ -537,7 +542,7 @@ def cases(
     min_data_size: int = 1,
     mesh_kinds: Sequence[str] | None = None,
     placement_kinds: Sequence[str] | None = None,
-) -> Case:
+) -> st.SearchStrategy[Case]:
     """A whole example: values, mesh, how the mesh is passed, input placement.
 
     The seed contract only ever calls ``pjit_double(x)`` with float32; the
@@ -549,7 +554,50 @@ def cases(
     ``any_placement``): ``cases(dtypes_from=["int8"], mesh_kinds=["2d"],
     placement_kinds=["numpy-view"])`` draws one cell, of any length.
     """
-    contract = Contract(contract)
+    contract = _contract(contract)
+    _check(isinstance(max_length, int) and max_length >= 0, f"max_length={max_length!r} must be an int >= 0")
+    _check(
+        mesh_kinds is None or (bool(mesh_kinds) and set(mesh_kinds) <= set(coverage.MESHES)),
+        f"mesh_kinds={mesh_kinds!r} must name some of {coverage.MESHES}",
+    )
+    _check(
+        mesh_args is None or (bool(mesh_args) and set(mesh_args) <= {"omit", "none", "mesh"}),
+        f"mesh_args={mesh_args!r} must name some of ('omit', 'none', 'mesh')",
+    )
+    if dtypes_from is not None:
+        _check(bool(dtypes_from), "dtypes_from must name at least one dtype")
+        for d in dtypes_from:
+            _dtype_arg(d)
+    if placement_kinds is not None:
+        placements(length=0, kinds=placement_kinds)  # validates the kinds
+    return _cases(
+        contract=contract,
+        dtypes_from=dtypes_from,
+        mesh_args=mesh_args,
+        divisible=divisible,
+        any_placement=any_placement,
+        max_length=max_length,
+        min_data_size=min_data_size,
+        mesh_kinds=mesh_kinds,
+        placement_kinds=placement_kinds,
+    )
+
+
+@st.composite
+def _cases(
+    draw: st.DrawFn,
+    *,
+    contract: Contract,
+    dtypes_from: Sequence[np.dtype | str] | None = None,
+    mesh_args: Sequence[MeshArg] | None = None,
+    divisible: bool = True,
+    any_placement: bool = False,
+    max_length: int = MAX_LENGTH,
+    min_data_size: int = 1,
+    mesh_kinds: Sequence[str] | None = None,
+    placement_kinds: Sequence[str] | None = None,
+) -> Case:
+    """The body of ``cases``, its arguments checked."""
     if dtypes_from is not None:
         dtype = draw(st.sampled_from([np.dtype(d) for d in dtypes_from]))
     else:
@@ -718,7 +766,7 @@ ARRAY_PLACEMENTS = ("numpy", "uncommitted", "device", "sharded")
 
 def sharded_arrays(
     *,
-    dtype: np.dtype | str | st.SearchStrategy[np.dtype] = "float32",
+    dtype: np.dtype | str | st.SearchStrategy[np.dtype | str] = "float32",
     shape: int | Sequence[int] | st.SearchStrategy[tuple[int, ...]],
     sharding: Sharding | st.SearchStrategy[Sharding] | None = None,
     placements: Sequence[str] | None = None,
@@ -749,7 +797,9 @@ def sharded_arrays(
         sharding is None or isinstance(sharding, (Sharding, st.SearchStrategy)),
         f"sharding={sharding!r} must be a jax.sharding.Sharding or a strategy for them",
     )
-    dtypes_: st.SearchStrategy[np.dtype] = (
+    if not isinstance(dtype, st.SearchStrategy):
+        values(dtype=dtype, length=0)  # a dtype values() can draw, or InvalidArgument now
+    dtypes_: st.SearchStrategy[np.dtype | str] = (
         dtype if isinstance(dtype, st.SearchStrategy) else st.just(_dtype_arg(dtype))
     )
     shapes: st.SearchStrategy[tuple[int, ...]] = (
@@ -776,7 +826,7 @@ def _fits(sharding: Sharding, dims: tuple[int, ...]) -> bool:
 def _sharded_arrays(
     draw: st.DrawFn,
     *,
-    dtypes: st.SearchStrategy[np.dtype],
+    dtypes: st.SearchStrategy[np.dtype | str],
     shapes: st.SearchStrategy[tuple[int, ...]],
     sharding: Sharding | st.SearchStrategy[Sharding] | None,
     kinds: tuple[str, ...],

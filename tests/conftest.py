@@ -75,6 +75,8 @@ class Background:
         if key in self.futures:
             return
         for name, text in (files or {}).items():
+            # "project/pytest.ini": a folder of its own, as a user's project is
+            (self.tmp / name).parent.mkdir(parents=True, exist_ok=True)
             (self.tmp / name).write_text(text)
         full = tuple(a.replace("{tmp}", str(self.tmp)) for a in argv)
         environment = child_env(self.tmp, **(env or {}))

@@ -395,7 +395,7 @@ INVALID_NOW: list[Callable[[], object]] = [
     lambda: cst.special_floats("complex64"),
     lambda: cst.meshes(min_size=0),
     lambda: cst.meshes(min_size=5, max_size=4),
-    lambda: cst.meshes(ndims=(3,)),
+    lambda: cst.meshes(ndims=(-1,)),
     lambda: cst.meshes(ndims=()),
     lambda: cst.meshes(devices=jax.devices()[:2], min_size=3),
     lambda: cst.placements(length=-1),
