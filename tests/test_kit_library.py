@@ -246,11 +246,15 @@ def test_assert_jit_shardings_tells_jit_from_eager_and_other_shardings() -> None
     _fails(
         "not computed by jax.jit",
         assert_jit_shardings,
-        lambda v: jax.device_put(v + 1, s),
+        lambda v: jax.device_put(np.asarray(v) + 1, s),
         x,
         in_shardings=s,
         out_shardings=s,
     )
+    eager = _fails(
+        "not with the given", assert_jit_shardings, lambda v: v + 1, x, in_shardings=s, out_shardings=s
+    )
+    assert "UnspecifiedValue" in eager.got, eager  # an eager op runs as a jit given no shardings
     other = jax.jit(lambda v: v + 1, out_shardings=NamedSharding(mesh, P("rows")))
     failure = _fails(
         "not with the given shardings", assert_jit_shardings, other, x, in_shardings=s, out_shardings=s
