@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from conformance import calls, coverage, domains, internals, jax_bugs, jit_probe, oracle
+from conformance import assertions, calls, coverage, domains, internals, jax_bugs, jit_probe, oracle
 from conformance.case import (
     UNCOMMITTED,
     Case,
@@ -106,15 +106,6 @@ def _host(array: Any, fill: np.ndarray) -> np.ndarray:
 
 def _assert_intact(kit: Any, case: Case, x: Any) -> None:
     """The caller's x is neither deleted nor changed by the call."""
-    if isinstance(x, jax.Array) and x.is_deleted():
-        kit.fail(
-            "the caller's x was deleted by the call",
-            case,
-            expected="x still usable after the call",
-            got="x.is_deleted() is True",
-            hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
-            "the caller still owns x",
-        )
     if isinstance(x, np.ndarray):
         # What the caller handed over: its dtype (byte order included) and flags stay as they were.
         made = numpy_form(case.values.copy(), case.placement[1] if len(case.placement) > 1 else "")
@@ -132,31 +123,17 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
                     hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's array, "
                     "its dtype and its flags as they were",
                 )
-    now = _host(x, case.values)
-    if (
-        now.shape == case.values.shape
-        and now.dtype != case.dtype
-        and now.dtype.newbyteorder("=") == case.dtype
-    ):
-        now = now.astype(case.dtype)  # the same values in the caller's byte order
-    if now.dtype != case.dtype or not np.array_equal(_bits(now), _bits(case.values)):
-        differs = (_bits(now) != _bits(case.values)).any(axis=-1) if now.shape == case.values.shape else []
-        if not len(np.flatnonzero(differs)):
-            kit.fail(
-                "the caller's x was changed by the call",
-                case,
-                expected=f"x of dtype {case.dtype} and shape {case.values.shape}",
-                got=f"x of dtype {now.dtype} and shape {now.shape}",
-                hint="do not write into the input or replace its buffer (donation, in-place ops)",
-            )
-        i = int(np.flatnonzero(differs)[0])
-        kit.fail(
-            "the caller's x was changed by the call",
-            case,
-            expected=f"x[{i}] = {oracle.show(case.values[i])}",
-            got=f"x[{i}] = {oracle.show(now[i])}",
-            hint="do not write into the input (in-place NumPy ops on np.asarray(x), donation)",
+    try:
+        assertions.assert_input_intact(case.values, x)
+    except assertions.AssertionFailed as failed:
+        hint = (
+            "buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
+            "the caller still owns x"
+            if "deleted" in failed.summary
+            else "do not write into the input or replace its buffer (in-place NumPy ops on "
+            "np.asarray(x), donation)"
         )
+        kit.fail(failed.summary, case, expected=failed.expected, got=failed.got, hint=hint)
 
 
 def _check_values(kit: Any, case: Case, result: Any) -> None:
@@ -240,18 +217,18 @@ def _layout_hint(case: Case, result: Any) -> str:
 
 def _check_layout(kit: Any, case: Case, result: Any) -> None:
     _require_array(kit, case, result)
-    target = target_sharding(case.mesh)
-    memory = getattr(result.sharding, "memory_kind", None)
-    if memory is not None and target.memory_kind is not None and memory != target.memory_kind:
-        kit.fail(
-            "the result is not in the device memory the target layout names",
-            case,
-            expected=f"memory_kind={target.memory_kind!r}",
-            got=f"memory_kind={memory!r} ({result.sharding!r})",
-            hint="leave the output in device memory: no memory_kind='pinned_host' or other offloading, "
-            "for long vectors too",
-        )
-    if not result.sharding.is_equivalent_to(target, 1):
+    try:
+        assertions.assert_layout(result, target_sharding(case.mesh), shards=False)
+    except assertions.AssertionFailed as failed:
+        if "memory" in failed.summary:
+            kit.fail(
+                "the result is not in the device memory the target layout names",
+                case,
+                expected=failed.expected,
+                got=failed.got,
+                hint="leave the output in device memory: no memory_kind='pinned_host' or other "
+                "offloading, for long vectors too",
+            )
         kit.fail(
             "the result does not have the requested layout",
             case,
@@ -447,15 +424,17 @@ def layout_mesh(kit: Any, case: Case) -> None:
 def layout_shards(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _require_array(kit, case, result)
-    got, want = _shard_map(result), _target_shards(case)
-    if got != want:
-        wrong = sorted(set(got.items()) ^ set(want.items()))[0][0]
+    try:
+        assertions.assert_shards(result, target_sharding(case.mesh))
+    except assertions.AssertionFailed as failed:
+        got, want = _shard_map(result), _target_shards(case)
         kit.fail(
-            "the result's shards are not where the target layout puts them",
+            failed.summary,
             case,
             expected=f"shards {dict(sorted(want.items()))} (device id -> [start, stop))",
             got=f"shards {dict(sorted(got.items()))}",
-            hint=f"device {wrong} first differs; " + _layout_hint(case, result),
+            hint=f"in the target layout {failed.expected}, in the result {failed.got}; "
+            + _layout_hint(case, result),
         )
 
 
