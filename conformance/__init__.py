@@ -6,11 +6,14 @@ data flows from ``--impl`` to a verdict:
 
 * ``loader``      -- turns ``--impl MODULE:ATTR`` into a callable
 * ``devices``     -- makes the forced CPU devices before the backend starts
-* ``strategies``  -- Hypothesis strategies for lengths, values, dtypes, meshes
+* ``strategies``  -- Hypothesis strategies: lengths, values, dtypes, meshes, cases, and for any
+                     sharded code partition specs, shardings and sharded arrays of any rank
 * ``contract``    -- the target layout and the dtype domain of each contract
 * ``calls``       -- calls the implementation (timeouts, compile counting)
 * ``pool``        -- one call per distinct input, shared by every check that judges it
 * ``oracle``      -- the value oracle (what "doubled" means bit for bit)
+* ``assertions``  -- public assertions for any sharded code (values, layout, jit, compiles,
+                     the caller's input), on which the checks below are built
 * ``jit_probe``   -- finds the jit equation and its shardings in a jaxpr
 * ``checks``      -- the checks, registered in ``registry`` under stable IDs
 * ``kit``         -- runs one check under Hypothesis: gates, profiles, replays

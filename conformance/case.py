@@ -40,10 +40,30 @@ NUMPY_FORMS = ("strided", "reversed", "byteswapped", "readonly")
 
 @dataclass(frozen=True, eq=False)
 class Case:
+    """One example for a ``pjit_double``-like function: what ``strategies.cases`` draws.
+
+    * ``values``: the input vector on the host (1-D NumPy array; its dtype is the case's);
+    * ``mesh``: the mesh to pass, or ``None``;
+    * ``mesh_arg``: how the mesh is passed: ``"omit"`` (``f(x)``), ``"none"``
+      (``f(x, mesh=None)``) or ``"mesh"`` (``f(x, mesh=mesh)``): ``mesh_kwargs()``;
+    * ``placement``: where ``x`` lives before the call (the kinds at the top
+      of this module); ``make_input()`` builds that ``x``, a fresh one each time.
+
+    >>> from conformance import strategies as cst
+    >>> @given(cst.cases(contract="full"))  # doctest: +SKIP
+    ... def test_mine(case):
+    ...     result = my_double(case.make_input(), **case.mesh_kwargs())
+    ...     assert_values_equal(result, 2 * case.values)
+    """
+
     values: np.ndarray
     mesh: Mesh | None = None
     mesh_arg: MeshArg = "omit"
     placement: Placement = field(default=UNCOMMITTED)
+
+    def make_input(self) -> Any:
+        """The ``x`` this case describes, fresh each time (``make_input(case)``)."""
+        return make_input(self)
 
     @property
     def n(self) -> int:

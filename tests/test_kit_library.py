@@ -8,6 +8,7 @@ promises; ``--host-devices`` to give a user's own run its devices, or refuse.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -341,3 +342,20 @@ def test_without_host_devices_a_mesh_strategy_says_how_to_get_them(bg_run: Any) 
 def test_host_devices_refuse_a_backend_started_with_fewer(bg_run: Any) -> None:
     assert bg_run.returncode == 4, bg_run  # a usage error, not a run on 1 device
     assert "--host-devices 4" in bg_run.stderr and "already running with 1" in bg_run.stderr, bg_run
+
+
+def _readme_example() -> str:
+    """The test file in the README's "Testing your own sharded functions", as written there."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Testing your own sharded functions", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.background(
+    "readme-example",
+    [*USER, "{tmp}/readme_example/test_scale.py", "--host-devices", "8"],
+    files={"readme_example/test_scale.py": _readme_example()},
+)
+def test_the_readme_example_runs_as_written(bg_run: Any) -> None:
+    assert bg_run.returncode == 0, bg_run
+    assert "1 passed" in bg_run.stdout, bg_run
