@@ -42,12 +42,30 @@ __all__ = [
 
 flush_subnormals = oracle.flush_subnormals
 
+KINDS = (
+    "dtype",  # assert_values_equal
+    "shape",
+    "values",
+    "not-an-array",  # assert_layout, assert_shards
+    "memory-kind",
+    "layout",
+    "shards",
+    "outputs",  # assert_jit_shardings
+    "not-jit",
+    "jit-shardings",
+    "recompiled",  # assert_compiles_once
+    "deleted",  # assert_input_intact
+    "changed",
+)
+
 
 class AssertionFailed(AssertionError):
-    """A failed assertion: ``summary``, ``expected``, ``got`` and a ``hint``, each also an attribute."""
+    """A failed assertion: ``summary``, ``expected``, ``got`` and a ``hint``, each also an attribute,
+    and ``kind``, what failed, one of ``KINDS`` (stable: for code that reacts to a failure)."""
 
-    def __init__(self, summary: str, *, expected: str, got: str, hint: str | None = None) -> None:
-        self.summary, self.expected, self.got, self.hint = summary, expected, got, hint
+    def __init__(self, kind: str, summary: str, *, expected: str, got: str, hint: str | None = None) -> None:
+        assert kind in KINDS, kind
+        self.kind, self.summary, self.expected, self.got, self.hint = kind, summary, expected, got, hint
         lines = [summary, f"  expected: {expected}", f"  got:      {got}"]
         if hint:
             lines.append(f"  hint:     {hint}")
@@ -102,6 +120,7 @@ def assert_values_equal(
     have = _host(got, want if np.shape(got) == want.shape else None)
     if have.dtype != want.dtype:
         raise AssertionFailed(
+            "dtype",
             f"the {what} has the wrong dtype",
             expected=str(want.dtype),
             got=str(have.dtype),
@@ -110,6 +129,7 @@ def assert_values_equal(
         )
     if have.shape != want.shape:
         raise AssertionFailed(
+            "shape",
             f"the {what} has the wrong shape",
             expected=f"shape {want.shape}",
             got=f"shape {have.shape}",
@@ -124,6 +144,7 @@ def assert_values_equal(
     index = tuple(int(i) for i in bad[0])
     shown = " or ".join(dict.fromkeys(oracle.show(c[index]) for c in candidates))
     raise AssertionFailed(
+        "values",
         f"{len(bad)} of {want.size} elements of the {what} differ"
         + (f" (the first at {_where(index)})" if index else ""),
         expected=f"{what}{_where(index)} = {shown}",
@@ -158,6 +179,7 @@ def _require_array(result: Any, what: str) -> jax.Array:
     __tracebackhide__ = True
     if not isinstance(result, jax.Array):
         raise AssertionFailed(
+            "not-an-array",
             f"the {what} is not a jax.Array, so it has no layout to check",
             expected="a jax.Array",
             got=f"{type(result).__module__}.{type(result).__qualname__}",
@@ -175,6 +197,7 @@ def assert_layout(result: Any, target: Sharding, *, shards: bool = True, what: s
     memory = getattr(array.sharding, "memory_kind", None)
     if memory is not None and target.memory_kind is not None and memory != target.memory_kind:
         raise AssertionFailed(
+            "memory-kind",
             f"the {what} is not in the memory the target layout names",
             expected=f"memory_kind={target.memory_kind!r}",
             got=f"memory_kind={memory!r} ({array.sharding!r})",
@@ -191,6 +214,7 @@ def assert_layout(result: Any, target: Sharding, *, shards: bool = True, what: s
             "the mesh's devices and axes"
         )
         raise AssertionFailed(
+            "layout",
             f"the {what} does not have the requested layout",
             expected=f"a sharding equivalent to {_describe(target)}",
             got=_describe(array.sharding),
@@ -212,6 +236,7 @@ def assert_shards(result: Any, target: Sharding, *, what: str = "result") -> Non
         return
     device = sorted(set(got) ^ set(want) or {d for d in want if got.get(d) != want[d]})[0]
     raise AssertionFailed(
+        "shards",
         f"the {what}'s shards are not where the target layout puts them (device {device} first differs)",
         expected=f"device {device} holds {_ranges(want.get(device))}",
         got=f"device {device} holds {_ranges(got.get(device))}",
@@ -268,6 +293,7 @@ def assert_jit_shardings(
     wanted = list(out_shardings) if not isinstance(out_shardings, Sharding) else [out_shardings] * len(leaves)
     if len(wanted) != len(leaves):
         raise AssertionFailed(
+            "outputs",
             "the function returned another number of outputs than out_shardings names",
             expected=f"{len(wanted)} output(s)",
             got=f"{len(leaves)} output(s)",
@@ -277,6 +303,7 @@ def assert_jit_shardings(
         label = "the result" if len(leaves) == 1 else f"output {k}"
         if not chain:
             raise AssertionFailed(
+                "not-jit",
                 f"{label} is not computed by jax.jit",
                 expected="an output of a jax.jit call",
                 got="no jax.jit execution returned it (eager ops, jax.device_put, or a copy after the jit)",
@@ -297,6 +324,7 @@ def assert_jit_shardings(
             else "[" + ", ".join("any" if s is None else _describe(s) for s in in_shardings) + "]"
         )
         raise AssertionFailed(
+            "jit-shardings",
             f"{label} comes out of jax.jit, but not with the given shardings",
             expected=f"in_shardings={want_in}, "
             f"out_shardings={'any' if target is None else _describe(target)}",
@@ -334,6 +362,7 @@ def assert_compiles_once(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> A
     compiles = counter.count - before
     if compiles:
         raise AssertionFailed(
+            "recompiled",
             "a second call with the same arguments compiled again",
             expected="0 backend compiles in the second call",
             got=f"{compiles} backend compile(s)",
@@ -353,6 +382,7 @@ def assert_input_intact(before: np.ndarray, x: Any, *, what: str = "x") -> None:
     before = np.asarray(before)
     if isinstance(x, jax.Array) and x.is_deleted():
         raise AssertionFailed(
+            "deleted",
             f"the caller's {what} was deleted by the call",
             expected=f"{what} still usable after the call",
             got=f"{what}.is_deleted() is True",
@@ -370,6 +400,7 @@ def assert_input_intact(before: np.ndarray, x: Any, *, what: str = "x") -> None:
         now = now.astype(before.dtype)  # the same values in the caller's byte order
     if now.dtype != before.dtype or now.shape != before.shape:
         raise AssertionFailed(
+            "changed",
             f"the caller's {what} was changed by the call",
             expected=f"{what} of dtype {before.dtype} and shape {before.shape}",
             got=f"{what} of dtype {now.dtype} and shape {now.shape}",
@@ -379,6 +410,7 @@ def assert_input_intact(before: np.ndarray, x: Any, *, what: str = "x") -> None:
     if differs.any():
         index = tuple(int(i) for i in np.argwhere(differs)[0])
         raise AssertionFailed(
+            "changed",
             f"the caller's {what} was changed by the call",
             expected=f"{what}{_where(index)} = {oracle.show(before[index])}",
             got=f"{what}{_where(index)} = {oracle.show(now[index])}",

@@ -24,6 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 from conformance import strategies as cst
 from conformance.assertions import (
+    KINDS,
     AssertionFailed,
     assert_compiles_once,
     assert_input_intact,
@@ -172,6 +173,7 @@ def _fails(match: str, fn: Any, *args: Any, **kwargs: Any) -> AssertionFailed:
         fn(*args, **kwargs)
     text = str(info.value)
     assert "  expected: " in text and "  got:      " in text, text
+    assert info.value.kind in KINDS, info.value.kind
     return info.value
 
 
@@ -274,6 +276,7 @@ def test_assert_compiles_once_and_input_intact() -> None:
     assert_input_intact(before, x)
     x[3] = -1
     failure = _fails("changed", assert_input_intact, before, x)
+    assert failure.kind == "changed", failure
     assert failure.expected == "x[3] = 3.0 (0x40400000)", failure
     donated = jax.device_put(before)
     jax.jit(lambda v: v * 2, donate_argnums=0)(donated)
