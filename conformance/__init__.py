@@ -8,6 +8,7 @@ data flows from ``--impl`` to a verdict:
 * ``devices``     -- makes the forced CPU devices before the backend starts
 * ``strategies``  -- Hypothesis strategies: lengths, values, dtypes, meshes, cases, and for any
                      sharded code partition specs, shardings and sharded arrays of any rank
+* ``schedule``    -- the covering schedule: the kit's own input for every cell, every run
 * ``contract``    -- the target layout and the dtype domain of each contract
 * ``calls``       -- calls the implementation (timeouts, compile counting)
 * ``pool``        -- one call per distinct input, shared by every check that judges it

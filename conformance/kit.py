@@ -40,7 +40,7 @@ from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.pool import Pool
 from conformance.registry import CHECKS, Check, CheckFailure, Inconclusive, Refused, gates_for, not_applicable
-from conformance.strategies import Schedule
+from conformance.schedule import Schedule
 from conformance.strategies import cases as draw_cases
 from conformance.verdict import CheckVerdict, Status
 

@@ -473,7 +473,7 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
         # Wait for the slowest process: its own call may take up to a timeout.
         cluster = Cluster.current(timeout=2 * timeout + 30)
 
-    from conformance.strategies import Schedule
+    from conformance.schedule import Schedule
 
     config.stash[KIT_KEY] = kit = Kit(
         impl=impl,

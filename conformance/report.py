@@ -46,7 +46,7 @@ class Report:
     supervised: bool = False
     results: dict[str, CheckVerdict] = field(default_factory=dict)
     duration: float = 0.0
-    schedule_seed: int = 0  # the covering schedule's (strategies.Schedule)
+    schedule_seed: int = 0  # the covering schedule's (schedule.Schedule)
 
     def add(self, result: CheckVerdict) -> None:
         self.results[result.id] = result

@@ -13,6 +13,7 @@ from conformance import strategies as cst
 from conformance.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
 from conformance.contract import Contract, data_axis_size, target_sharding
 from conformance.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of
+from conformance.schedule import Schedule
 
 DEVICES = 8
 FULL_CELLS = Axes().cells(Contract.FULL, devices=DEVICES)
@@ -36,7 +37,7 @@ def test_the_seed_contract_has_one_cell_per_length() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 12345])
 def test_the_schedule_gives_every_cell_an_input_in_that_cell(seed: int) -> None:
-    schedule = cst.Schedule(seed)
+    schedule = Schedule(seed)
     for cell in FULL_CELLS:
         case = schedule.case(cell)
         assert cell_of(case) == cell, (cell, case)
@@ -45,7 +46,7 @@ def test_the_schedule_gives_every_cell_an_input_in_that_cell(seed: int) -> None:
 
 
 def test_the_indivisible_schedule_draws_lengths_the_data_axis_does_not_divide() -> None:
-    schedule = cst.Schedule(3)
+    schedule = Schedule(3)
     assert domains.INDIVISIBLE.axes is not None
     for cell in domains.INDIVISIBLE.axes.cells(Contract.FULL, devices=DEVICES):
         case = schedule.case(cell, divisible=False)
@@ -57,7 +58,7 @@ def test_the_indivisible_schedule_draws_lengths_the_data_axis_does_not_divide() 
 def test_long_vectors_pass_every_threshold_for_every_dtype() -> None:
     """Each dtype gets, over its four mesh kinds, a length past 4096, past 8192, past 65536
     elements, and one of 1 MiB or more; all up to 2**20 + 1."""
-    schedule = cst.Schedule(7)
+    schedule = Schedule(7)
     by_dtype: dict[str, list[Case]] = {}
     for cell in FULL_CELLS:
         if cell.length == "long" and cell.placement == "uncommitted":
@@ -71,7 +72,7 @@ def test_long_vectors_pass_every_threshold_for_every_dtype() -> None:
 
 
 def test_cells_of_one_group_share_their_values_mesh_and_length() -> None:
-    schedule = cst.Schedule(2)
+    schedule = Schedule(2)
     group = [schedule.case(Cell("int8", p, "2d", "medium")) for p in PLACEMENTS]
     assert len({id(c.values) for c in group}) == 1 and len({id(c.mesh) for c in group}) == 1
     assert len({str(c.placement) for c in group}) == len(PLACEMENTS)
@@ -79,13 +80,13 @@ def test_cells_of_one_group_share_their_values_mesh_and_length() -> None:
 
 def test_the_schedule_is_the_same_for_one_seed_and_differs_for_another() -> None:
     cell = Cell("float32", "uncommitted", "1d", "short")
-    a, b, c = cst.Schedule(5).case(cell), cst.Schedule(5).case(cell), cst.Schedule(6).case(cell)
+    a, b, c = Schedule(5).case(cell), Schedule(5).case(cell), Schedule(6).case(cell)
     assert encode(a) == encode(b)
     assert encode(a) != encode(c)
 
 
 def test_long_vectors_have_short_tokens_that_replay_them_exactly() -> None:
-    case = cst.Schedule(1).case(Cell("complex64", "uncommitted", "default", "long"))
+    case = Schedule(1).case(Cell("complex64", "uncommitted", "default", "long"))
     values = case.values.copy()
     values[[0, 4097, case.n - 1]] = values[[5, 6, 7]]  # a few other elements written over the block
     edited = Case(values, case.mesh, case.mesh_arg, case.placement)
@@ -111,7 +112,7 @@ def test_numpy_forms_are_what_their_names_say(form: str) -> None:
 
 
 def test_the_target_placement_is_committed_in_the_target_layout() -> None:
-    mesh = cst.Schedule(0).mesh("2d")
+    mesh = Schedule(0).mesh("2d")
     x = make_input(Case(np.arange(8, dtype=np.float32), mesh, "mesh", ("target",)))
     assert x.committed and x.sharding.is_equivalent_to(target_sharding(mesh), 1)
     assert decode(encode(Case(np.arange(8, dtype=np.float32), mesh, "mesh", ("target",)))).placement == (
@@ -146,7 +147,7 @@ def test_cases_restricted_to_a_cell_stay_in_it(data: st.DataObject) -> None:
 
 
 def test_every_domain_with_cells_accepts_the_schedule_inputs_of_its_cells() -> None:
-    schedule = cst.Schedule(9)
+    schedule = Schedule(9)
     for domain in (
         domains.ANY_CALL,
         domains.FLOAT32,
