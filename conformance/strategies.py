@@ -1,16 +1,26 @@
-"""Hypothesis strategies for testing ``pjit_double``-like functions.
+"""Hypothesis strategies for testing sharded JAX code.
 
-Public and importable for your own property tests::
+Public and importable for your own property tests.  For any sharded
+function: ``meshes`` (any number of axes, any names, any subset and order of
+the devices), ``partition_specs``, ``shardings``, ``sharded_arrays`` and
+``values`` of any shape::
 
     from hypothesis import given
     from conformance import strategies as cst
 
-    @given(cst.cases(contract="full"))
-    def test_mine(case): ...
+    @given(cst.sharded_arrays(dtype="bfloat16", shape=(8, 4),
+                              sharding=cst.shardings(shape=(8, 4))))
+    def test_mine(x): ...
+
+For ``pjit_double``-like functions (a vector, an optional mesh): ``lengths``,
+``dtypes``, ``placements`` and ``cases`` (a ``Case`` builds its input with
+``case.make_input()``).
 
 Every strategy is a small keyword-argument function that checks its
-arguments when called.  Meshes and cases read ``jax.devices()`` when drawn,
-not when built, so building a strategy never starts JAX's backend.
+arguments when called (``InvalidArgument``).  Meshes and arrays read
+``jax.devices()`` when drawn, not when built, so building a strategy never
+starts JAX's backend; too few devices is an ``InvalidArgument`` that says
+how to get more (``pytest --host-devices N``).
 """
 
 from __future__ import annotations
