@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -104,6 +105,18 @@ def _host(array: Any, fill: np.ndarray) -> np.ndarray:
     return out
 
 
+def _failure(assertion: Callable[[], None]) -> assertions.AssertionFailed | None:
+    """The public assertion's failure, or None.  Its traceback is dropped and the check fails
+    outside the ``except`` block: the assertion's frames hold the result (which may be huge),
+    and a failure that Hypothesis keeps must not keep the result alive with it."""
+    try:
+        assertion()
+    except assertions.AssertionFailed as failed:
+        failed.__traceback__ = None
+        return failed
+    return None
+
+
 def _assert_intact(kit: Any, case: Case, x: Any) -> None:
     """The caller's x is neither deleted nor changed by the call."""
     if isinstance(x, np.ndarray):
@@ -123,9 +136,8 @@ def _assert_intact(kit: Any, case: Case, x: Any) -> None:
                     hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's array, "
                     "its dtype and its flags as they were",
                 )
-    try:
-        assertions.assert_input_intact(case.values, x)
-    except assertions.AssertionFailed as failed:
+    failed = _failure(lambda: assertions.assert_input_intact(case.values, x))
+    if failed is not None:
         hint = (
             "buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
             "the caller still owns x"
@@ -217,9 +229,8 @@ def _layout_hint(case: Case, result: Any) -> str:
 
 def _check_layout(kit: Any, case: Case, result: Any) -> None:
     _require_array(kit, case, result)
-    try:
-        assertions.assert_layout(result, target_sharding(case.mesh), shards=False)
-    except assertions.AssertionFailed as failed:
+    failed = _failure(lambda: assertions.assert_layout(result, target_sharding(case.mesh), shards=False))
+    if failed is not None:
         if failed.kind == "memory-kind":
             kit.fail(
                 "the result is not in the device memory the target layout names",
@@ -424,9 +435,8 @@ def layout_mesh(kit: Any, case: Case) -> None:
 def layout_shards(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _require_array(kit, case, result)
-    try:
-        assertions.assert_shards(result, target_sharding(case.mesh))
-    except assertions.AssertionFailed as failed:
+    failed = _failure(lambda: assertions.assert_shards(result, target_sharding(case.mesh)))
+    if failed is not None:
         got, want = _shard_map(result), _target_shards(case)
         kit.fail(
             failed.summary,

@@ -274,6 +274,9 @@ def test_contract_choices_are_the_contracts() -> None:
         def getgroup(self, *args: object) -> Group:
             return Group()
 
+        def addini(self, *args: object, **kwargs: object) -> None:
+            pass
+
     class Manager:
         def register(self, *args: object) -> None:
             pass
