@@ -26,6 +26,7 @@ did not end as expected (the log of each such step is printed).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -317,8 +318,14 @@ def main() -> int:
     runner = Runner(work)
     start = time.monotonic()
     try:
-        for vset in sets:
-            (oldest if vset.name == "oldest" else newest)(runner, vset, args.mutant)
+        # The sets side by side: each is mostly one process at a time (an install, then a run).
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(sets)) as pool:
+            done = [
+                pool.submit(oldest if vset.name == "oldest" else newest, runner, vset, args.mutant)
+                for vset in sets
+            ]
+            for future in done:
+                future.result()
         failed = [s for vset in sets for s in vset.steps if not s.ok]
         for step in failed:
             if step.log is not None and step.log.exists():
