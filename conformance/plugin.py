@@ -175,7 +175,7 @@ def _configure_host_devices(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def host_devices(pytestconfig: pytest.Config) -> list[Any]:
+def host_devices() -> list[Any]:
     """The devices of this run: N forced CPU devices with ``--host-devices N`` (or the
     ``host_devices`` ini value), else whatever JAX has.  Made before any test module was
     imported; a backend already started with another count is a usage error, not fewer devices."""
