@@ -76,14 +76,18 @@ def _where(index: tuple[int, ...]) -> str:
     return "[" + ", ".join(map(str, index)) + "]"
 
 
-def _host(array: Any, fill: np.ndarray | None = None) -> np.ndarray:
-    """``array`` on the host; shards this process cannot see are taken from ``fill``."""
+def host_copy(array: Any, fill: np.ndarray | None = None) -> np.ndarray:
+    """``array`` on the host.  In multi-process runs a process holds only some shards: the rest
+    is taken from ``fill`` (what they should hold; the process holding them judges them) where
+    it has the array's shape, else they are zeros."""
     if isinstance(array, jax.Array) and array.size == 0:
         # Nothing to read (and JAX 0.10 cannot copy some empty sharded arrays to the host).
         return np.zeros(array.shape, array.dtype)
     if not isinstance(array, jax.Array) or array.is_fully_addressable:
         return np.asarray(array)
-    out = np.zeros(array.shape, array.dtype) if fill is None else np.array(fill, dtype=array.dtype)
+    if fill is None or np.shape(fill) != array.shape:
+        return np.zeros(array.shape, array.dtype)
+    out = np.array(fill, dtype=array.dtype)
     for shard in array.addressable_shards:
         out[shard.index] = np.asarray(shard.data)
     return out
@@ -117,7 +121,7 @@ def assert_values_equal(
     """
     __tracebackhide__ = True
     want = np.asarray(expected)
-    have = _host(got, want if np.shape(got) == want.shape else None)
+    have = host_copy(got, want)
     if have.dtype != want.dtype:
         raise AssertionFailed(
             "dtype",
@@ -389,7 +393,7 @@ def assert_input_intact(before: np.ndarray, x: Any, *, what: str = "x") -> None:
             hint="buffer donation (donate_argnums/donate_argnames) deletes the input, on CPU too; "
             "the caller still owns it",
         )
-    now = _host(x, before if np.shape(x) == before.shape else None)
+    now = host_copy(x, before)
     if before.ndim == 0 and now.ndim == 0:
         before, now = before.reshape(1), now.reshape(1)
     if (
@@ -406,7 +410,7 @@ def assert_input_intact(before: np.ndarray, x: Any, *, what: str = "x") -> None:
             got=f"{what} of dtype {now.dtype} and shape {now.shape}",
             hint="do not write into the input or replace its buffer (donation, in-place ops)",
         )
-    differs = (_bits(now) != _bits(before)).any(axis=-1)
+    differs = (oracle.bits(now) != oracle.bits(before)).any(axis=-1)
     if differs.any():
         index = tuple(int(i) for i in np.argwhere(differs)[0])
         raise AssertionFailed(
@@ -416,9 +420,3 @@ def assert_input_intact(before: np.ndarray, x: Any, *, what: str = "x") -> None:
             got=f"{what}{_where(index)} = {oracle.show(now[index])}",
             hint="do not write into the input (in-place NumPy ops on np.asarray(x), donation)",
         )
-
-
-def _bits(a: np.ndarray) -> np.ndarray:
-    """Each element's bytes, shape (*a.shape, itemsize): NaNs and zero signs compare exactly."""
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint8).reshape(a.shape + (a.dtype.itemsize,))

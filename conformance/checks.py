@@ -73,12 +73,6 @@ def _require_array(kit: Any, case: Case, result: Any) -> None:
         )
 
 
-def _bits(a: np.ndarray) -> np.ndarray:
-    """Each element's bytes, shape (n, itemsize): NaNs and zero signs compare exactly, complex128 too."""
-    a = np.ascontiguousarray(a)
-    return a.view(np.uint8).reshape(a.shape + (a.dtype.itemsize,))
-
-
 def _in_dtype_of(got: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``got`` cast to the input's ``dtype`` (a wrong dtype is dtype.preserved's finding).
 
@@ -89,20 +83,6 @@ def _in_dtype_of(got: np.ndarray, dtype: np.dtype) -> np.ndarray:
         if dtype.kind in "iu" and (oracle.is_float(got.dtype) or got.dtype.kind == "c"):
             return np.nan_to_num(got.real.astype(np.float64)).astype(np.int64).astype(dtype)
         return got.astype(dtype)
-
-
-def _host(array: Any, fill: np.ndarray) -> np.ndarray:
-    """``array`` on the host.  In multi-process runs a process holds only some
-    shards: the rest is taken from ``fill`` (what they should hold), since the
-    process holding them judges them and the processes agree on the verdict."""
-    if not isinstance(array, jax.Array) or array.is_fully_addressable:
-        return np.asarray(array)
-    if array.shape != fill.shape:
-        return np.zeros(array.shape, array.dtype)
-    out = fill.astype(array.dtype)
-    for shard in array.addressable_shards:
-        out[shard.index] = np.asarray(shard.data)
-    return out
 
 
 def _failure(assertion: Callable[[], None]) -> assertions.AssertionFailed | None:
@@ -158,7 +138,7 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
             expected=f"shape ({case.n},)",
             got=f"shape {shape}",
         )
-    got = _host(result, oracle.doubled(case.values))
+    got = assertions.host_copy(result, oracle.doubled(case.values))
     if got.shape != (case.n,) and got.size == case.n:
         got = got.reshape(case.n)  # the wrong shape is result.type's finding
     if got.shape != (case.n,):
@@ -174,7 +154,7 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
     if bad is None:
         return
     hint = "doubling is exact in every dtype: compute 2 * x (or x + x) in the input's own dtype"
-    if np.array_equal(_bits(got), _bits(case.values)):
+    if np.array_equal(oracle.bits(got), oracle.bits(case.values)):
         hint = "the result equals the input: nothing was doubled"
     elif oracle.is_float(case.dtype) or case.dtype.kind == "c":
         with np.errstate(
@@ -251,7 +231,7 @@ def _check_layout(kit: Any, case: Case, result: Any) -> None:
 
 def _flip_bits(values: np.ndarray) -> np.ndarray:
     """Other values of the same shape and dtype: every bit inverted."""
-    return (~_bits(values)).reshape(-1).view(values.dtype) if values.size else values.copy()
+    return (~oracle.bits(values)).reshape(-1).view(values.dtype) if values.size else values.copy()
 
 
 # ---------------------------------------------------------------------------
@@ -712,11 +692,11 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
             "a cache keyed on too little (the length only? the mesh's shape only?) hands back an "
             "earlier call's result or function; key on everything the result depends on"
         )
-        now = _host(result, oracle.doubled(later.values))
-        earlier = _host(first, oracle.doubled(case.values))
+        now = assertions.host_copy(result, oracle.doubled(later.values))
+        earlier = assertions.host_copy(first, oracle.doubled(case.values))
         # The earlier result itself, bit for bit, where another was due.  (An empty
         # vector of the earlier dtype says nothing: a dtype defect looks the same.)
-        if got == first.dtype and later.n and np.array_equal(_bits(now), _bits(earlier)):
+        if got == first.dtype and later.n and np.array_equal(oracle.bits(now), oracle.bits(earlier)):
             bad = oracle.first_mismatch(later.values, now) if got == later.dtype else None
             if got != later.dtype or bad is not None:
                 kit.fail(
@@ -750,7 +730,7 @@ def _is_right(case: Case, result: Any) -> bool:
     if not isinstance(result, jax.Array) or result.shape != (case.n,) or result.dtype != case.dtype:
         return False
     return oracle.first_mismatch(
-        case.values, _host(result, oracle.doubled(case.values))
+        case.values, assertions.host_copy(result, oracle.doubled(case.values))
     ) is None and result.sharding.is_equivalent_to(target_sharding(case.mesh), 1)
 
 

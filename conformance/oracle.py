@@ -67,8 +67,8 @@ def is_float(dtype: np.dtype) -> bool:
 def _float_ok(got: np.ndarray, want: np.ndarray, flush: bool = True) -> np.ndarray:
     """Element-wise verdict for real floats of one dtype: the same bits, both NaN, or (``flush``)
     a zero of the right sign where ``want`` is subnormal."""
-    tiny, bits = _float_info(want.dtype)
-    same_bits = want.view(bits) == got.view(bits)
+    tiny, unsigned = _float_info(want.dtype)
+    same_bits = want.view(unsigned) == got.view(unsigned)
     with np.errstate(invalid="ignore"):  # casting NaN payloads of narrow types warns
         want64, got64 = (a.astype(np.float64) for a in (want, got))
     both_nan = np.isnan(want64) & np.isnan(got64)
@@ -145,6 +145,12 @@ def element_ok(x: np.ndarray, got: np.ndarray) -> np.ndarray:
     if x.dtype.kind == "c":
         wants.append(_complex_product(x))
     return values_match(got, wants)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """Each element's bytes, shape ``(*a.shape, itemsize)``: NaNs and zero signs compare exactly."""
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8).reshape(a.shape + (a.dtype.itemsize,))
 
 
 def show(value: np.generic) -> str:

@@ -305,24 +305,32 @@ STARTS_JAX = "import jax\n\nSTARTED = len(jax.devices())\n"
 USER = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider"]
 
 
-@pytest.mark.background(
-    "host-devices-4",
-    [*USER, "{tmp}/hd_opt/test_user.py", "--host-devices", "4"],
-    files={"hd_opt/test_user.py": USER_TEST},
+@pytest.mark.parametrize(
+    "count",
+    [
+        pytest.param(
+            4,
+            marks=pytest.mark.background(
+                "host-devices-4",
+                [*USER, "{tmp}/hd_opt/test_user.py", "--host-devices", "4"],
+                files={"hd_opt/test_user.py": USER_TEST},
+            ),
+            id="option",
+        ),
+        pytest.param(
+            3,
+            marks=pytest.mark.background(
+                "host-devices-ini",
+                [*USER, "{tmp}/hd_ini/test_user.py"],
+                files={"hd_ini/test_user.py": USER_TEST, "hd_ini/pytest.ini": "[pytest]\nhost_devices = 3\n"},
+            ),
+            id="ini",
+        ),
+    ],
 )
-def test_host_devices_option_gives_a_users_run_its_devices(bg_run: Any) -> None:
+def test_host_devices_give_a_users_run_its_devices(bg_run: Any, count: int) -> None:
     assert bg_run.returncode == 0, bg_run
-    assert "DEVICES 4" in bg_run.stdout, bg_run
-
-
-@pytest.mark.background(
-    "host-devices-ini",
-    [*USER, "{tmp}/hd_ini/test_user.py"],
-    files={"hd_ini/test_user.py": USER_TEST, "hd_ini/pytest.ini": "[pytest]\nhost_devices = 3\n"},
-)
-def test_host_devices_ini_value_gives_a_users_run_its_devices(bg_run: Any) -> None:
-    assert bg_run.returncode == 0, bg_run
-    assert "DEVICES 3" in bg_run.stdout, bg_run
+    assert f"DEVICES {count}" in bg_run.stdout, bg_run
 
 
 @pytest.mark.background(
