@@ -243,8 +243,29 @@ def encode(case: Case) -> str:
 
 
 def _encode(case: Case) -> str:
+    return _pack(_data(case))
+
+
+def _pack(data: Any) -> str:
+    raw = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _unpack(token: str) -> Any:
+    try:
+        return json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode("ascii"))))
+    except (ValueError, zlib.error, UnicodeError) as exc:  # binascii.Error is a ValueError
+        raise CaseTokenError(f"not a token the kit printed ({type(exc).__name__})") from None
+
+
+def encode_history(cases: list[Case]) -> str:
+    """One token for a whole history of calls, in order (``--case`` of a history check)."""
+    return _pack({"history": [_data(case) for case in cases]})
+
+
+def _data(case: Case) -> dict[str, Any]:
     mesh = case.mesh
-    data = {
+    return {
         "dtype": str(case.dtype),
         **_values_field(case.values),
         "mesh": None
@@ -253,8 +274,6 @@ def _encode(case: Case) -> str:
         "mesh_arg": case.mesh_arg,
         "placement": list(case.placement),
     }
-    raw = zlib.compress(json.dumps(data, separators=(",", ":")).encode(), 9)
-    return base64.urlsafe_b64encode(raw).decode()
 
 
 class CaseTokenError(ValueError):
@@ -346,10 +365,18 @@ def _values(data: dict[str, Any], dtype: np.dtype) -> np.ndarray:
 
 def parse(token: str) -> CaseData:
     """Read a token without making its mesh (no devices needed); ``CaseTokenError`` if it is not one."""
-    try:
-        data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token.encode("ascii"))))
-    except (ValueError, zlib.error, UnicodeError) as exc:  # binascii.Error is a ValueError
-        raise CaseTokenError(f"not a token the kit printed ({type(exc).__name__})") from None
+    return _parse_data(_unpack(token))
+
+
+def parse_history(token: str) -> list[CaseData]:
+    """Read a history token (``encode_history``) without making meshes; ``CaseTokenError`` if not one."""
+    data = _unpack(token)
+    if not isinstance(data, dict) or not isinstance(data.get("history"), list) or not data["history"]:
+        raise CaseTokenError("not a history token the kit printed (a --case of another check?)")
+    return [_parse_data(step) for step in data["history"]]
+
+
+def _parse_data(data: Any) -> CaseData:
     if not isinstance(data, dict) or not {"dtype", "mesh", "mesh_arg", "placement"} <= data.keys():
         raise CaseTokenError("not a token the kit printed (fields are missing)")
     if "values" not in data and not {"n", "tile", "edits"} <= data.keys():
@@ -393,7 +420,15 @@ def decode(token: str) -> Case:
 
     ``CaseTokenError`` if the token is not one, or names a device that is not there.
     """
-    data = parse(token)
+    return _made(parse(token))
+
+
+def decode_history(token: str) -> list[Case]:
+    """The calls of a history token, in order, their meshes made from ``jax.devices()``."""
+    return [_made(data) for data in parse_history(token)]
+
+
+def _made(data: CaseData) -> Case:
     available = {int(d.id) for d in jax.devices()}
     missing = sorted(set(data.device_ids()) - available)
     if missing:

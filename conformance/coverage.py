@@ -87,6 +87,72 @@ def mesh_kind(mesh: Mesh | None) -> str:
     return "2d" if data >= 2 else "2d-data1"
 
 
+# The mesh's own classes (``MeshClass``), beside its kind: the data axis's size, the devices'
+# order, and where the data axis stands.  The schedule does not take their full product with
+# the cells: each (dtype, mesh kind, length) group gets one mesh, chosen so that every pair of
+# values of any two axes that can meet does (``schedule.mesh_variants``, ``pairs_of``).
+DATA_SIZES = ("one", "power-of-two", "odd", "even-other")  # 1; 2, 4, 8; 3, 5, 7; 6
+ORDERS = ("prefix", "permuted", "subset")  # jax.devices()[:k]; those in another order; others
+DATA_POSITIONS = ("first", "second")  # the data axis is the mesh's first axis, or not
+
+
+@dataclass(frozen=True, order=True)
+class MeshClass:
+    data_size: str
+    order: str
+    position: str
+
+    def __str__(self) -> str:
+        return f"data {self.data_size}, {self.order}, data {self.position}"
+
+
+def data_size_class(size: int) -> str:
+    if size == 1:
+        return "one"
+    if size & (size - 1) == 0:
+        return "power-of-two"
+    return "odd" if size % 2 else "even-other"
+
+
+def device_order(ids: list[int], every: list[int]) -> str:
+    """``prefix``: the first devices in order; ``permuted``: the first devices in another order;
+    ``subset``: not the first ``len(ids)`` devices."""
+    if ids == every[: len(ids)]:
+        return "prefix"
+    return "permuted" if sorted(ids) == sorted(every[: len(ids)]) else "subset"
+
+
+def mesh_class(mesh: Mesh | None) -> MeshClass:
+    """The mesh's class; no mesh is the first device: data one, prefix, first."""
+    if mesh is None:
+        return MeshClass("one", "prefix", "first")
+    import jax
+
+    ids = [int(d.id) for d in mesh.devices.flat]
+    every = [int(d.id) for d in jax.devices()]
+    position = "first" if mesh.axis_names[0] == DATA_AXIS else "second"
+    return MeshClass(data_size_class(int(mesh.shape[DATA_AXIS])), device_order(ids, every), position)
+
+
+# The axes whose pairs the schedule covers, and how to read each from a cell and a mesh class.
+PAIR_AXES = ("dtype", "placement", "mesh", "length", "data size", "order", "data position")
+
+
+def axis_values(cell: Cell, klass: MeshClass) -> tuple[str, ...]:
+    return (cell.dtype, cell.placement, cell.mesh, cell.length, klass.data_size, klass.order, klass.position)
+
+
+def pairs_of(cell: Cell, klass: MeshClass) -> set[tuple[str, str, str, str]]:
+    """Every pair (axis, value, axis, value) that an input of ``cell`` on a ``klass`` mesh covers,
+    where one of the two axes is a mesh class's (the others' pairs are the cells themselves)."""
+    values = axis_values(cell, klass)
+    found = set()
+    for i, j in itertools.combinations(range(len(PAIR_AXES)), 2):
+        if j >= 4:
+            found.add((PAIR_AXES[i], values[i], PAIR_AXES[j], values[j]))
+    return found
+
+
 def cell_of(case: Case) -> Cell:
     return Cell(str(case.dtype), placement_kind(case.placement), mesh_kind(case.mesh), length_class(case.n))
 

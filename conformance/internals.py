@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 # The jax.monitoring event of one XLA backend compile (no public constant names it).
@@ -84,38 +85,120 @@ def _drop_jit_dispatch_caches() -> None:
         jax.clear_caches()
 
 
+@dataclass
+class Execution:
+    """One execution of compiled code seen by ``jit_executions``: a ``jax.jit`` call, or a call of
+    an ahead-of-time ``Compiled`` executable (``jaxpr`` None: what it runs cannot be read)."""
+
+    name: str
+    in_shardings: tuple[Any, ...]
+    out_shardings: tuple[Any, ...]
+    in_ndims: tuple[int, ...]
+    inputs: list[Any]
+    outputs: list[Any]
+    jaxpr: Any = None
+    ahead_of_time: bool = False
+
+
+def _ndim(value: Any) -> int:
+    return int(getattr(value, "ndim", getattr(getattr(value, "aval", None), "ndim", 0)))
+
+
 @contextmanager
-def jit_executions() -> Iterator[list[tuple[dict[str, Any], list[Any]]]]:
-    """Record every jit execution in the block: its parameters and its outputs.
+def jit_executions() -> Iterator[list[Execution]]:
+    """Record every jit execution in the block: its shardings, its inputs and its outputs.
 
     Wraps JAX's private ``pjit._pjit_call_impl_python`` (no public hook sees
-    jit's in/out shardings in a real call); where it is missing the list stays
-    empty, which the jit probe reports as "no jit execution seen", and the
-    check falls back to tracing.
+    jit's in/out shardings in a real call) and the public class
+    ``jax.stages.Compiled``'s ``__call__`` (an ahead-of-time executable states
+    its own ``input_shardings`` and ``output_shardings``); where the private
+    one is missing only executables are seen, which the jit probe reports as
+    "no jit execution seen", and the check falls back to tracing.
     """
-    seen: list[tuple[dict[str, Any], list[Any]]] = []
+    import jax
+
+    seen: list[Execution] = []
+    compiled_class: Any = jax.stages.Compiled
+    original_call: Callable[..., Any] = compiled_class.__call__
+
+    def spy_compiled(self: Any, *args: Any, **kwargs: Any) -> Any:
+        answer = original_call(self, *args, **kwargs)
+        try:
+            flat_in = jax.tree_util.tree_leaves((args, kwargs))
+            in_shardings = tuple(jax.tree_util.tree_leaves(self.input_shardings))
+            out_shardings = tuple(jax.tree_util.tree_leaves(self.output_shardings))
+        except Exception:  # noqa: BLE001 -- an executable that does not say: not recorded
+            return answer
+        seen.append(
+            Execution(
+                "compiled executable",
+                in_shardings,
+                out_shardings,
+                tuple(_ndim(a) for a in flat_in),
+                list(flat_in),
+                jax.tree_util.tree_leaves(answer),
+                ahead_of_time=True,
+            )
+        )
+        return answer
+
     try:
         from jax._src import pjit as jax_pjit
 
-        original: Callable[..., Any] = jax_pjit._pjit_call_impl_python
+        original: Callable[..., Any] | None = jax_pjit._pjit_call_impl_python
     except (ImportError, AttributeError):
-        yield seen
-        return
+        original = None
 
     def spy(*flat: Any, **params: Any) -> Any:
+        assert original is not None
         answer = original(*flat, **params)
-        seen.append((params, list(answer[0])))
+        jaxpr = params["jaxpr"]
+        seen.append(
+            Execution(
+                str(params.get("name", "?")),
+                tuple(params["in_shardings"]),
+                tuple(params["out_shardings"]),
+                tuple(int(getattr(a, "ndim", 0)) for a in jaxpr.in_avals),
+                list(flat),
+                list(answer[0]),
+                jaxpr,
+            )
+        )
         return answer
 
-    _drop_jit_dispatch_caches()
-    jax_pjit._pjit_call_impl_python = spy
+    compiled_class.__call__ = spy_compiled
+    if original is not None:
+        _drop_jit_dispatch_caches()
+        jax_pjit._pjit_call_impl_python = spy
     try:
         yield seen
     finally:
-        jax_pjit._pjit_call_impl_python = original
+        compiled_class.__call__ = original_call
+        if original is not None:
+            jax_pjit._pjit_call_impl_python = original
 
 
 # -- Hypothesis ---------------------------------------------------------------------------
+
+
+@contextmanager
+def shrink_budget(seconds: float) -> Iterator[None]:
+    """Hypothesis shrinks a failure for at most ``seconds`` in the block (its private engine's
+    ``MAX_SHRINKING_SECONDS``, 300 s); where that attribute is missing, shrinking is unbounded."""
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:
+        yield
+        return
+    before = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if before is None:
+        yield
+        return
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = before
 
 
 def hypothesis_profile_name() -> str | None:
@@ -254,7 +337,7 @@ def _probe_jit_spy() -> None:
 
     fn, x, sharding = _known_jit()
     for attempt in ("first", "repeated"):  # a repeated call must take the watched path too
-        _, chain = jit_probe.observe(fn, x)
+        _, chain, _ = jit_probe.observe(fn, x)
         if not chain or not (
             jit_probe.is_layout(chain[0].in_sharding, sharding)
             and jit_probe.is_layout(chain[0].out_sharding, sharding)

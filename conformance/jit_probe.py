@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from jax.extend import core as jax_core
 from jax.sharding import Sharding
 
-from conformance import internals
+from conformance import internals, oracle
 
 JIT_PRIMITIVES = ("jit", "pjit")
 
@@ -35,6 +36,13 @@ class JitCall:
     out_sharding: Any
     depth: int
     inputs: tuple[tuple[int, Any], ...] = ()
+    # Whether the vector that went into this execution held the caller's x, undoubled
+    # (jit_probe.observe given x's values; None: not asked, or unreadable).
+    fed: bool | None = None
+    ahead_of_time: bool = False  # a call of a jax.stages.Compiled executable, not of jax.jit
+    # What the vector that went in was: "numpy", "uncommitted", or a committed array's sharding
+    # (jit compiles for each of them apart: a committed array brings its own layout); None: unknown.
+    argument: Any = None
 
 
 def _inputs(shardings: Any, avals: Any) -> tuple[tuple[int, Any], ...]:
@@ -104,20 +112,28 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
     return []
 
 
-def observe(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, list[JitCall]]:
-    """Call ``fn`` for real and return its result with the jit chain that produced it.
+def observe(
+    fn: Any, x: Any, *, input_values: np.ndarray | None = None, **kwargs: Any
+) -> tuple[Any, list[JitCall], list[str]]:
+    """Call ``fn(x, **kwargs)`` for real; return its result, the jit chain that produced it, and
+    the names of every execution of compiled code in the call.
 
     Sees what tracing cannot: the path a real input takes (a NumPy array, an
     array already committed somewhere) and implementations that look at
     concrete values (``x.committed``, ``np.asarray``).  Every jitted call in
     it takes JAX's Python dispatch path, where the shardings it was compiled
-    with are visible (internals.jit_executions), and each execution's outputs
-    are recorded.  The chain is the execution whose output *is* the returned
-    object, plus the jit equations inside it that produce that output.  Runs
-    on the implementation's thread.
+    with are visible (internals.jit_executions), and so does every call of an
+    ahead-of-time ``Compiled`` executable, which states its own shardings; each
+    execution's inputs and outputs are recorded.  The chain is the execution
+    whose output *is* the returned object, plus the jit equations inside it
+    that produce that output.  Given ``input_values`` (x's values on the host),
+    the chain's execution says whether its vector input held them (``fed``).
+    Runs on the implementation's thread.
     """
-    result, chains = observe_outputs(fn, *args, outputs=lambda r: [r], **kwargs)
-    return result, chains[0]
+    with internals.jit_executions() as seen:
+        result = fn(x, **kwargs)
+    chain = _chain(seen, result, input_values)
+    return result, chain, [e.name for e in seen]
 
 
 def observe_outputs(
@@ -132,25 +148,60 @@ def observe_outputs(
     return result, [_chain(seen, leaf) for leaf in leaves]
 
 
-def _chain(seen: list[tuple[dict[str, Any], list[Any]]], leaf: Any) -> list[JitCall]:
-    for params, outputs in reversed(seen):
-        for k, out in enumerate(outputs):
+def _holds(value: Any, expected: np.ndarray) -> bool | None:
+    """Whether the array ``value`` holds ``expected``'s values (None: it cannot be read here)."""
+    if getattr(value, "shape", None) != expected.shape:
+        return False
+    if not getattr(value, "is_fully_addressable", True) or getattr(value, "is_deleted", lambda: False)():
+        return None
+    try:
+        host = np.asarray(value)
+    except Exception:  # noqa: BLE001 -- unreadable: unknown, never a verdict
+        return None
+    want = expected.astype(expected.dtype.newbyteorder("="), copy=False)
+    if host.dtype != want.dtype:
+        return False
+    return bool(oracle.values_match(host, [want]).all())
+
+
+def _chain(
+    seen: list[internals.Execution], leaf: Any, input_values: np.ndarray | None = None
+) -> list[JitCall]:
+    for execution in reversed(seen):
+        for k, out in enumerate(execution.outputs):
             if out is leaf:
-                avals = params["jaxpr"].in_avals
-                vectors = [
-                    s
-                    for s, a in zip(params["in_shardings"], avals, strict=False)
-                    if getattr(a, "ndim", 0) == 1
-                ]
+                pairs = list(zip(execution.in_shardings, execution.in_ndims, execution.inputs, strict=False))
+                vectors = [(s, value) for s, ndim, value in pairs if ndim == 1]
+                fed = None
+                if input_values is not None and vectors:
+                    fed = _holds(vectors[0][1], input_values)
+                elif input_values is not None:
+                    fed = False  # no vector went in: the result was not computed from x
                 call = JitCall(
-                    str(params.get("name", "?")),
-                    vectors[0] if vectors else None,
-                    params["out_shardings"][k],
+                    execution.name,
+                    vectors[0][0] if vectors else None,
+                    execution.out_shardings[k] if k < len(execution.out_shardings) else None,
                     0,
-                    _inputs(params["in_shardings"], avals),
+                    _inputs(execution.in_shardings, [_Rank(d) for d in execution.in_ndims]),
+                    fed=fed,
+                    ahead_of_time=execution.ahead_of_time,
+                    argument=_argument(vectors[0][1]) if vectors else None,
                 )
-                return [call, *output_chain(params["jaxpr"], k, 1)]
+                inner = [] if execution.jaxpr is None else output_chain(execution.jaxpr, k, 1)
+                return [call, *inner]
     return []
+
+
+def _argument(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    committed = getattr(value, "committed", None)
+    return None if committed is None else value.sharding if committed else "uncommitted"
+
+
+@dataclass(frozen=True)
+class _Rank:
+    ndim: int
 
 
 def is_layout(sharding: Any, target: Sharding) -> bool:

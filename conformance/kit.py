@@ -33,6 +33,7 @@ from conformance.case import (
     decode,
     describe_placement,
     encode,
+    encode_history,
     make_input,
     may_refuse,
 )
@@ -40,7 +41,7 @@ from conformance.contract import Contract, data_axis_size
 from conformance.distributed import FAILED, HUNG, OK, Cluster
 from conformance.pool import Pool
 from conformance.registry import CHECKS, Check, CheckFailure, Inconclusive, Refused, gates_for, not_applicable
-from conformance.schedule import Schedule
+from conformance.schedule import Schedule, mesh_variants
 from conformance.strategies import cases as draw_cases
 from conformance.verdict import CheckVerdict, Status
 
@@ -134,6 +135,10 @@ class Kit:
     _hits: dict[str, dict[str, int]] = field(default_factory=dict)
     _hit_cells: dict[str, set[str]] = field(default_factory=dict)
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
+    _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
+    _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
+    history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
+    history_arguments: list[Any] = field(default_factory=list)  # what each call's jit was given
 
     # -- calling the implementation ------------------------------------------------
     def call(
@@ -162,11 +167,13 @@ class Kit:
         impl = self.impl
         try:
             if watch_jit:
+                values = case.values
                 outcome = self.runner.run(
-                    call_text(case), lambda: finished(jit_probe.observe(impl, x, **kwargs))
+                    call_text(case),
+                    lambda: finished(jit_probe.observe(impl, x, input_values=values, **kwargs)),
                 )
                 if outcome.error is None:
-                    outcome.result, outcome.jit_chain = outcome.result
+                    outcome.result, outcome.jit_chain, outcome.executions = outcome.result
                 return x, outcome
             return x, self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
         except ImplementationHung as hung:
@@ -222,7 +229,10 @@ class Kit:
         self, summary: str, case: Case | None, *, expected: str, got: str, hint: str | None = None
     ) -> NoReturn:
         lines = [f"[{self.check_id}] {summary}"]
-        if case is not None:
+        if self.history:
+            lines.append(f"  history:  {len(self.history)} call(s) in this order; the last one failed:")
+            lines += [f"    {k}. {step.describe()}" for k, step in enumerate(self.history, 1)]
+        elif case is not None:
             lines.append(f"  input:    {case.describe()}")
         lines += [f"  expected: {expected}", f"  got:      {got}"]
         if hint:
@@ -248,7 +258,9 @@ class Kit:
             "--check",
             self.check_id,
         ]
-        if case is not None and CHECKS[self.check_id].domain is not None:
+        if self.history and CHECKS[self.check_id].history:
+            args += ["--case", encode_history(self.history)]
+        elif case is not None and CHECKS[self.check_id].domain is not None:
             args += ["--case", encode(case)]
         return shlex.join(args)
 
@@ -325,7 +337,8 @@ class Kit:
                 self.check_id = check_id
                 if self.replay is not None or check.domain is None:
                     record.examples = 1
-                    self._run_one(record, decode(self.replay) if self.replay else None)
+                    replay = self.replay if check.history or self.replay is None else decode(self.replay)
+                    self._run_one(record, replay)
                 else:
                     inconclusive: list[str] = []
                     if check.domain.shared:
@@ -348,12 +361,14 @@ class Kit:
             raise
         finally:
             record.known_bugs = dict(self._hits.get(check_id, {}))
+            if check.domain is not None and check.domain.axes is not None and record.coverage:
+                record.pairs = self._pairs(check)
             record.seconds = time.perf_counter() - start
             record.calls = stats.calls - calls
             record.compiles = stats.compiles - compiles
             record.seconds_in_impl = stats.seconds_in_impl - in_impl
 
-    def _step(self, case: Case | None, body: Callable[[], None]) -> str | None:
+    def _step(self, case: Case | str | None, body: Callable[[], None]) -> str | None:
         """Run one example; return why it was inconclusive, if it was.
 
         In a --distributed run every process agrees on the example's verdict
@@ -380,7 +395,7 @@ class Kit:
         except jax_bugs.KnownBugHit as hit:  # JAX's own bug: the input is not judged, and counted as such
             hits = self._hits.setdefault(self.check_id, {})
             hits[str(hit)] = hits.get(str(hit), 0) + 1
-            if case is not None:
+            if isinstance(case, Case):
                 self._hit_cells.setdefault(self.check_id, set()).add(str(coverage.cell_of(case)))
         except (Exception, ImplementationHung) as error:
             # Hypothesis keeps every failing example's exception until the check ends,
@@ -397,7 +412,9 @@ class Kit:
         if max(verdicts) == OK:
             return inconclusive
         others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
-        where = f"on process(es) {others}" + (f" for input {case.describe()}" if case is not None else "")
+        where = f"on process(es) {others}" + (
+            f" for input {case.describe()}" if isinstance(case, Case) else ""
+        )
         message = (
             str(local)
             if local is not None
@@ -418,12 +435,12 @@ class Kit:
             )
         raise CheckFailure(message)
 
-    def _run_one(self, record: CheckVerdict, case: Case | None) -> None:
+    def _run_one(self, record: CheckVerdict, case: Case | str | None) -> None:
         why = self._step(case, lambda: CHECKS[record.id].body(self, case))
         if why is not None:
             self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {why}")
 
-    def _hypothesis_options(self, check: Check) -> dict[str, Any]:
+    def hypothesis_options(self, check: Check) -> dict[str, Any]:
         options = dict(PROFILES.get(self.profile, PROFILES["default"]))
         options["max_examples"] = max(1, round(options["max_examples"] * check.examples))
         # One failure per check, the smallest: a verdict is one record, and an
@@ -438,9 +455,14 @@ class Kit:
 
     def _judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
         """One input through the check's body, counted in its cell."""
-        cell = str(coverage.cell_of(case))
+        where = coverage.cell_of(case)
+        cell = str(where)
         hits = sum(self._hits.get(check.id, {}).values())
         record.coverage[cell] = record.coverage.get(cell, 0) + 1
+        klass = coverage.mesh_class(case.mesh)
+        for axis, value in zip(coverage.PAIR_AXES[4:], coverage.axis_values(where, klass)[4:], strict=True):
+            record.mesh_classes[f"{axis}: {value}"] = record.mesh_classes.get(f"{axis}: {value}", 0) + 1
+        self._pairs_seen.setdefault(check.id, set()).update(coverage.pairs_of(where, klass))
         try:
             why = self._step(case, lambda: check.body(self, case))
         finally:
@@ -451,6 +473,25 @@ class Kit:
                 del record.coverage[cell]
         if why is not None:
             inconclusive.append(why)
+
+    def _pairs(self, check: Check) -> dict[str, list[int]]:
+        """Per pair of axes (one a mesh class's): the value pairs judged, of those the domain has."""
+        import jax
+
+        devices = len(jax.devices())
+        assert check.domain is not None
+        possible = self._possible.get(check.domain.name)
+        if possible is None:
+            possible = self._possible[check.domain.name] = set()
+            for cell in self._cells(check):
+                for klass in mesh_variants(cell.mesh, devices):
+                    possible |= coverage.pairs_of(cell, klass)
+        seen = self._pairs_seen.get(check.id, set()) & possible
+        counts: dict[str, list[int]] = {}
+        for pairs, index in ((possible, 1), (seen, 0)):
+            for a, _, b, _ in pairs:
+                counts.setdefault(f"{a} x {b}", [0, 0])[index] += 1
+        return counts
 
     def _cells(self, check: Check) -> list[coverage.Cell]:
         import jax
@@ -583,6 +624,7 @@ class Kit:
             return
         found = finding.record
         record.coverage.update(found.coverage)
+        record.mesh_classes.update(found.mesh_classes)
         record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
         record.not_judged = list(found.not_judged)
         inconclusive.extend(finding.inconclusive)
@@ -606,7 +648,7 @@ class Kit:
             divisible=domain.divisible,
             max_length=failing.n,
         ).filter(lambda case: domain.accepts(case, self.contract))
-        options = self._hypothesis_options(check)
+        options = self.hypothesis_options(check)
         options.update(max_examples=SHRINK_EXAMPLES, database=None)
         ignored: list[str] = []
 
@@ -649,6 +691,6 @@ class Kit:
                 record.counterexample = repr(case)
                 raise
 
-        self._given(check, strategy, self._hypothesis_options(check), run_example)
+        self._given(check, strategy, self.hypothesis_options(check), run_example)
         if domain.axes is not None:
             record.unvisited = [c for c in record.unvisited if not record.coverage.get(c)]

@@ -108,7 +108,7 @@ def _validate_case(config: pytest.Config) -> None:
     names are counted against --devices (in --distributed runs, where device
     ids are global, the kit's replay finds a missing device itself).
     """
-    from conformance.case import Case, CaseTokenError, parse
+    from conformance.case import Case, CaseTokenError, parse, parse_history
     from conformance.registry import CHECKS
 
     wanted = config.getoption("--check")
@@ -121,24 +121,22 @@ def _validate_case(config: pytest.Config) -> None:
             f"--case: --check {check.id} is not in the {contract.value} contract, "
             f"so there is no example of it to replay (give --contract full)"
         )
-    if check.domain is None:
+    if check.domain is None and not check.history:
         raise pytest.UsageError(
             f"--case: --check {check.id} takes no case: it makes its own call; rerun it without --case"
         )
     try:
-        data = parse(config.getoption("--case"))
+        if check.history:  # a whole history of calls (history.py): every call of it is checked
+            steps = parse_history(config.getoption("--case"))
+        else:
+            steps = [parse(config.getoption("--case"))]
     except CaseTokenError as exc:
-        raise pytest.UsageError(f"--case: not a valid case token: {exc}") from None
-    problem = _outside_contract(data, contract)
-    if problem:
-        raise pytest.UsageError(f"--case: the case is not in the {contract.value} contract: {problem}")
-    count = config.getoption("--devices")
-    if not config.getoption("--distributed") and data.device_ids() and max(data.device_ids()) >= count:
-        raise pytest.UsageError(
-            f"--case: the case uses device {max(data.device_ids())}, but --devices {count} makes "
-            f"devices 0 to {count - 1}: give --devices {max(data.device_ids()) + 1} or more"
-        )
+        kind = "history token" if check.history else "case token"
+        raise pytest.UsageError(f"--case: not a valid {kind}: {exc}") from None
+    for data in steps:
+        _validate_call(config, data, contract)
     if check.domain is not None:
+        data = steps[0]
         from jax.sharding import AbstractMesh  # no devices needed
 
         mesh = None if data.mesh_ids is None else AbstractMesh(data.mesh_shape, data.mesh_axes)
@@ -148,6 +146,19 @@ def _validate_case(config: pytest.Config) -> None:
                 f"--case: --check {check.id} never draws this case ({_describe(data)}); "
                 f"replay it with the check whose failure printed it"
             )
+
+
+def _validate_call(config: pytest.Config, data: Any, contract: Contract) -> None:
+    """One call of a --case token: in the contract, on devices that --devices makes."""
+    problem = _outside_contract(data, contract)
+    if problem:
+        raise pytest.UsageError(f"--case: the case is not in the {contract.value} contract: {problem}")
+    count = config.getoption("--devices")
+    if not config.getoption("--distributed") and data.device_ids() and max(data.device_ids()) >= count:
+        raise pytest.UsageError(
+            f"--case: the case uses device {max(data.device_ids())}, but --devices {count} makes "
+            f"devices 0 to {count - 1}: give --devices {max(data.device_ids()) + 1} or more"
+        )
 
 
 def _describe(data: Any) -> str:

@@ -52,12 +52,13 @@ class Check:
     id: str
     title: str
     contracts: frozenset[Contract]
-    body: Callable[[Any, Case | None], None]
+    body: Callable[[Any, Any], None]  # (kit, a Case, a history token for history checks, or None)
     domain: Domain | None  # None: the check makes its own calls, once
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
     min_devices: int = 1  # under the full contract; the seed contract is one device
     needs: tuple[str, ...] = ()  # the self-test's probes (internals.PROBES) its verdict rests on
+    history: bool = False  # searches histories of calls itself (history.py); --case is a history token
 
     def devices_needed(self, contract: Contract) -> int:
         return 1 if contract is Contract.SEED else self.min_devices
@@ -82,6 +83,7 @@ def check(
     examples: float = 1.0,
     min_devices: int = 1,
     needs: tuple[str, ...] = (),
+    history: bool = False,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
     if min_devices > 1 and gate:
@@ -90,7 +92,7 @@ def check(
     def register(body: Callable[..., None]) -> Callable[..., None]:
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
-        CHECKS[id] = Check(id, title, contracts, body, domain, gate, examples, min_devices, needs)
+        CHECKS[id] = Check(id, title, contracts, body, domain, gate, examples, min_devices, needs, history)
         return body
 
     return register

@@ -155,7 +155,10 @@ def to_json(report: Report) -> dict[str, Any]:
                     "unvisited": list(r.unvisited),
                     "not_judged": list(r.not_judged),
                     "known_bugs": dict(r.known_bugs),
+                    "mesh_classes": dict(sorted(r.mesh_classes.items())),
+                    "pairs": {k: list(v) for k, v in sorted(r.pairs.items())},
                 },
+                "histories": dict(r.histories),
             }
             for r in every
         ],
@@ -255,6 +258,7 @@ def coverage_table(report: Report) -> list[str]:
         judged = f"{r.cells - len(r.unvisited) - len(r.not_judged)} of {r.cells}" if r.cells else "-"
         lines.append(f"| `{r.id}` | {judged} | {sum(r.coverage.values())} | " + " | ".join(marginals) + " |")
         unvisited += [f"- `{r.id}`: {cell}" for cell in r.unvisited]
+    lines += _mesh_classes(rows) + _histories(report)
     if unvisited:
         lines += ["", f"Cells left unvisited ({len(unvisited)}):", *unvisited[:50]]
         if len(unvisited) > 50:
@@ -264,6 +268,41 @@ def coverage_table(report: Report) -> list[str]:
     elif any(r.cells for r in rows):
         lines += ["", "Every cell of every check's domain was visited."]
     return lines + known_bugs(report)
+
+
+def _mesh_classes(rows: list[CheckVerdict]) -> list[str]:
+    """Markdown: per check, the inputs per mesh class value, and the pairs of axis values covered."""
+    shown = [r for r in rows if r.mesh_classes]
+    if not shown:
+        return []
+    lines = [
+        "",
+        "Mesh classes (the data axis's size, the devices' order, the data axis's position), and the "
+        "pairs of values, one of a mesh class's axis, that the check judged of those its domain has:",
+        "",
+        "| check | inputs per mesh class | pairs covered |",
+        "|---|---|---|",
+    ]
+    for r in shown:
+        classes = " ".join(f"{k.split(': ')[1]}:{v}" for k, v in sorted(r.mesh_classes.items()))
+        covered = sum(c for c, _ in r.pairs.values())
+        possible = sum(p for _, p in r.pairs.values())
+        short = [f"{k} {c}/{p}" for k, (c, p) in sorted(r.pairs.items()) if c < p]
+        detail = f"{covered} of {possible}" + (
+            f" (short: {'; '.join(short[:6])})" if short else ", every one"
+        )
+        lines.append(f"| `{r.id}` | {classes} | {detail if possible else '-'} |")
+    return lines
+
+
+def _histories(report: Report) -> list[str]:
+    """Markdown: what the search of histories of calls reached (history.py)."""
+    lines = []
+    for r in report.ordered():
+        if r.histories:
+            reached = ", ".join(f"{k} {v}" for k, v in r.histories.items())
+            lines += ["", f"Histories of calls (`{r.id}`): {reached}."]
+    return lines
 
 
 def known_bugs(report: Report) -> list[str]:

@@ -8,6 +8,7 @@ draws.
 
 from __future__ import annotations
 
+import functools
 import random
 import zlib
 from dataclasses import dataclass, field
@@ -18,9 +19,79 @@ from jax.sharding import Mesh
 
 from conformance import coverage
 from conformance.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, make_mesh
-from conformance.contract import DATA_AXIS, Contract, data_axis_size
-from conformance.coverage import LONG_MAX, MEDIUM_MAX, SHORT_MAX, Cell
+from conformance.contract import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance.coverage import (
+    DATA_POSITIONS,
+    DATA_SIZES,
+    LONG_MAX,
+    MEDIUM_MAX,
+    ORDERS,
+    SHORT_MAX,
+    Cell,
+    MeshClass,
+)
 from conformance.strategies import OTHER_AXIS, values_from
+
+# The data axis's sizes of each class (coverage.DATA_SIZES).
+_SIZES = {"one": (1,), "power-of-two": (2, 4, 8), "odd": (3, 5, 7), "even-other": (6,)}
+
+
+def _class_values(klass: MeshClass) -> list[tuple[str, str]]:
+    return [("data size", klass.data_size), ("order", klass.order), ("data position", klass.position)]
+
+
+def _dims(kind: str, klass: MeshClass, devices: int) -> list[tuple[int, int]]:
+    """The (data, other) axis sizes a mesh of ``kind`` and ``klass`` can have (other 0: 1-D)."""
+    found = []
+    for data in _SIZES[klass.data_size]:
+        others = {"1d": [0], "2d": [2, 3, 4], "2d-data1": list(range(2, devices + 1))}[kind]
+        for other in others:
+            total = data * max(other, 1)
+            if total > devices or (kind == "1d") != (other == 0):
+                continue
+            if (kind == "2d-data1") != (data == 1) or (kind == "2d" and data < 2):
+                continue
+            if klass.order == "permuted" and total < 2 or klass.order == "subset" and total >= devices:
+                continue
+            found.append((data, other))
+    return found
+
+
+@functools.cache
+def mesh_variants(kind: str, devices: int) -> list[MeshClass]:
+    """Every mesh class a mesh of ``kind`` can have on ``devices`` devices."""
+    if kind == "default":
+        return [MeshClass("one", "prefix", "first")]
+    positions = ("first",) if kind == "1d" else DATA_POSITIONS
+    return [
+        klass
+        for size in DATA_SIZES
+        for order in ORDERS
+        for position in positions
+        if _dims(kind, klass := MeshClass(size, order, position), devices)
+    ]
+
+
+def build_mesh(kind: str, klass: MeshClass, rng: random.Random) -> Mesh:
+    """A mesh of ``kind`` and ``klass`` (one of ``mesh_variants``), its sizes and devices from ``rng``."""
+    every = [int(d.id) for d in jax.devices()]
+    data, other = rng.choice(_dims(kind, klass, len(every)))
+    total = data * max(other, 1)
+    if klass.order == "prefix":
+        ids = every[:total]
+    elif klass.order == "permuted":
+        ids = every[:total]
+        while ids == every[:total]:
+            rng.shuffle(ids)
+    else:
+        ids = rng.sample(every, total)
+        while sorted(ids) == every[:total]:
+            ids = rng.sample(every, total)
+    if other == 0:
+        return make_mesh(ids, (data,), (DATA_AXIS,))
+    if klass.position == "first":
+        return make_mesh(ids, (data, other), (DATA_AXIS, OTHER_AXIS))
+    return make_mesh(ids, (other, data), (OTHER_AXIS, DATA_AXIS))
 
 
 @dataclass
@@ -39,30 +110,67 @@ class Schedule:
     seed: int = 0
     contract: Contract = Contract.FULL  # the seed contract calls pjit_double(x) only
     _meshes: dict[str, Mesh | None] = field(default_factory=dict)
+    _variants: dict[str, dict[tuple[str, str], MeshClass]] = field(default_factory=dict)
     _cases: dict[tuple[Cell, bool], Case] = field(default_factory=dict)
     _values: dict[tuple[str, str, str, bool], np.ndarray] = field(default_factory=dict)
 
     def _rng(self, *parts: object) -> random.Random:
         return random.Random(f"{self.seed}/" + "/".join(map(str, parts)))
 
-    def mesh(self, kind: str) -> Mesh | None:
-        if kind not in self._meshes:
-            pool = [int(d.id) for d in jax.devices()]
-            rng = self._rng("mesh", kind)
-            rng.shuffle(pool)
+    def mesh(self, kind: str, dtype: str = "float32", length: str = "short") -> Mesh | None:
+        """The mesh of the (dtype, ``kind``, length) group: of the class ``variant`` gives it."""
+        slot = f"{kind}/{dtype}/{length}"
+        if slot not in self._meshes:
             built: Mesh | None = None
-            if kind == "1d":
-                size = rng.choice([k for k in (2, 3, 4, 8, len(pool)) if k <= len(pool)] or [1])
-                built = make_mesh(pool[:size], (size,), (DATA_AXIS,))
-            elif kind in ("2d", "2d-data1"):
-                size = 4 if len(pool) < 8 else rng.choice([4, 8]) if kind == "2d" else rng.choice([2, 4, 8])
-                size = min(size, len(pool))
-                data = (2 if size == 4 else rng.choice([2, 4])) if kind == "2d" else 1
-                names = (DATA_AXIS, OTHER_AXIS) if rng.random() < 0.5 else (OTHER_AXIS, DATA_AXIS)
-                shape = (data, size // data) if names[0] == DATA_AXIS else (size // data, data)
-                built = make_mesh(pool[:size], shape, names)
-            self._meshes[kind] = built
-        return self._meshes[kind]
+            if kind != "default":
+                klass = self.variant(kind, dtype, length)
+                built = build_mesh(kind, klass, self._rng("mesh", slot))
+            self._meshes[slot] = built
+        return self._meshes[slot]
+
+    def variant(self, kind: str, dtype: str, length: str) -> MeshClass:
+        """The mesh class of a (dtype, ``kind``, length) group.
+
+        Chosen once per kind for all of its groups, greedily, so that every
+        pair of values of two axes that can meet does (dtype x data size,
+        length x order, data size x data position, ...): the pairs the
+        coverage table counts (coverage.pairs_of).  Every group holds every
+        placement, so each class meets each placement too.
+        """
+        if kind not in self._variants:
+            self._variants[kind] = self._cover(kind)
+        chosen = self._variants[kind]
+        if (dtype, length) not in chosen:  # a dtype outside the contract's list: any variant will do
+            options = mesh_variants(kind, len(jax.devices()))
+            return options[zlib.crc32(f"{dtype}/{length}".encode()) % len(options)]
+        return chosen[(dtype, length)]
+
+    def _cover(self, kind: str) -> dict[tuple[str, str], MeshClass]:
+        options = mesh_variants(kind, len(jax.devices()))
+        x64 = bool(jax.config.read("jax_enable_x64"))
+        groups = [
+            (str(d), length) for d in dtypes_in_domain(self.contract, x64=x64) for length in coverage.LENGTHS
+        ]
+        rng = self._rng("cover", kind)
+        rng.shuffle(groups)
+        covered: set[tuple[str, ...]] = set()
+        chosen: dict[tuple[str, str], MeshClass] = {}
+        for dtype, length in groups:
+
+            def pairs(v: MeshClass, dtype: str = dtype, length: str = length) -> set[tuple[str, ...]]:
+                return {
+                    *(("dtype", dtype, axis, value) for axis, value in _class_values(v)),
+                    *(("length", length, axis, value) for axis, value in _class_values(v)),
+                    (v.data_size, v.order),
+                    (v.data_size, v.position),
+                    (v.order, v.position),
+                }
+
+            best = max(len(pairs(v) - covered) for v in options)
+            pick = rng.choice([v for v in options if len(pairs(v) - covered) == best])
+            chosen[(dtype, length)] = pick
+            covered |= pairs(pick)
+        return chosen
 
     def length(self, cell: Cell, data_size: int, *, divisible: bool = True) -> int:
         """A length of the cell's class that ``data_size`` divides (or, ``divisible=False``, does not).
@@ -102,7 +210,7 @@ class Schedule:
         """
         slot = (cell, divisible)
         if slot not in self._cases:
-            mesh = self.mesh(cell.mesh)
+            mesh = self.mesh(cell.mesh, cell.dtype, cell.length)
             group = (cell.dtype, cell.mesh, cell.length, divisible)
             mesh_arg: MeshArg = (
                 "mesh"

@@ -93,6 +93,12 @@ class CheckVerdict:
     # and the cells where no input could be judged for that reason.
     known_bugs: dict[str, int] = field(default_factory=dict)
     not_judged: list[str] = field(default_factory=list)
+    # Inputs judged per mesh class value ("data size: odd", "order: subset", ...; coverage.MeshClass),
+    # and per pair of axes of which one is a mesh class's ("dtype x data size"): [covered, possible].
+    mesh_classes: dict[str, int] = field(default_factory=dict)
+    pairs: dict[str, list[int]] = field(default_factory=dict)
+    # Histories of calls (history.py): what the search reached (histories, steps, revisits, ...).
+    histories: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

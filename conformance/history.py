@@ -1,0 +1,300 @@
+"""Histories of calls, searched and shrunk by Hypothesis: the implementation's *state*.
+
+A fixed script of calls reaches only the caches it was written for.  Here
+Hypothesis's stateful testing (``RuleBasedStateMachine``) writes the scripts:
+each step is one call of ``pjit_double``, and the history is searched (its
+length, the order of its calls, each call's mesh, dtype, length, values and
+placement) and, when a step fails, shrunk to the shortest history that still
+fails.  Two rules make the steps:
+
+* ``call``: a call on a mesh from a pool that grows as the history goes on
+  (``MESH_MOVES``): a mesh already used; a new one over any subset and order of
+  the devices, with a data axis of any size (1, a power of two, odd, even but
+  not a power of two); the same mesh rebuilt; the same devices with the axis
+  names swapped or in another shape; the same devices in another order; the
+  same first and last device with the inside changed; a subset that is not a
+  prefix of ``jax.devices()``; the devices with the highest ids (ids of two
+  digits where there are ten or more devices).  Any dtype of the contract,
+  any placement of ``x``, a length of 1 to 3 times the data axis;
+* ``revisit``: an earlier call's (shape, dtype, mesh) again, with new values
+  and any placement.
+
+After every step the kit judges (``Judge``, from checks.py): the result's
+values (an earlier call's result handed back fails here), dtype and layout;
+and compiles (``compile_allowed``): a call whose (shape, dtype, mesh) came
+earlier in the history compiles nothing, whatever came in between.  JAX's
+own caches are allowed exactly this, and no more: a call whose ``x`` is
+committed to other devices (one device, or split or replicated elsewhere)
+may compile once per (shape, dtype, mesh, placement) for JAX to move ``x``
+(``jax.device_put`` between layouts can run a compiled copy).  Every other
+compile of a seen (shape, dtype, mesh) is the implementation's: a cache that
+evicted it, keyed on something that changed (the placement, the values, the
+object's id), or no cache at all.
+
+A failure prints the history, call by call, and a rerun command whose
+``--case`` token (``case.encode_history``) replays exactly those calls
+(``replay``).  The verdict record counts what the search reached
+(``HistoryReach``): histories, steps, the most distinct meshes and
+(mesh, dtype) keys in one history, and revisits of a key after 4 or more
+other keys (past what a cache of 4 entries keeps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from jax.sharding import Mesh
+
+from conformance import internals
+from conformance import strategies as cst
+from conformance.case import Case, MeshArg, Placement, make_mesh
+from conformance.contract import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance.strategies import OTHER_AXIS, values_from
+
+# How the next call's mesh comes from the pool (``MESH_MOVES``), in the order shrinking prefers.
+MESH_MOVES = (
+    "again",
+    "new",
+    "rebuilt",
+    "names-swapped",
+    "permuted",
+    "inside-changed",
+    "subset",
+    "high-ids",
+)
+MULTIPLES = (1, 2, 3)  # a call's length: this many times the data axis
+STEPS = 20  # calls in one history at most (Hypothesis's stateful_step_count)
+SHRINK_SECONDS = 20  # Hypothesis shrinks a failing history this long at most
+EVICTING = 4  # a revisit after this many other keys is past what a cache of 4 entries keeps
+COMMITTED_ELSEWHERE = ("device", "sharded")  # placements JAX may compile a move for
+
+# A step's judge: the call's result (or its exception) against the contract; raises CheckFailure.
+Judge = Callable[[Case, Any], None]
+
+Key = tuple[Any, ...]
+
+
+def mesh_key(mesh: Mesh | None) -> Key | None:
+    """What makes two meshes the same layout: the device ids in order, the shape, the axis names."""
+    if mesh is None:
+        return None
+    return (tuple(int(d.id) for d in mesh.devices.flat), tuple(mesh.devices.shape), tuple(mesh.axis_names))
+
+
+def call_key(case: Case) -> Key:
+    """(shape, dtype, mesh): what a correct implementation compiles once for."""
+    return (case.n, str(case.dtype), mesh_key(case.mesh))
+
+
+def _alike(a: Any, b: Any, mesh: Mesh | None) -> bool:
+    """Does JAX's jit reuse its executable between arguments ``a`` and ``b``?  The same kind and
+    sharding, or, for a one-device mesh, NumPy and uncommitted (both placed on that device)."""
+    host = ("numpy", "uncommitted")
+    if (mesh is None or mesh.devices.size == 1) and a in host and b in host:
+        return True
+    return bool(a == b)
+
+
+def compile_allowed(case: Case, argument: Any, seen: list[tuple[Placement, Any]]) -> bool:
+    """May a call whose (shape, dtype, mesh) came before (``seen``: the placements of those
+    calls, and what their jit was given) compile?  Only where JAX's own caches do: the first
+    time the jit is given a NumPy array, an uncommitted array (on a one-device mesh these two
+    are one), or an array committed to a sharding (``argument``, jit_probe.JitCall.argument),
+    and for JAX to move an ``x`` committed to other devices, once per placement (see the
+    module's docstring)."""
+    if argument is not None and not any(_alike(argument, given, case.mesh) for _, given in seen):
+        return True
+    return case.placement[0] in COMMITTED_ELSEWHERE and case.placement not in {p for p, _ in seen}
+
+
+@dataclass
+class HistoryReach:
+    """What the search reached, for the coverage table."""
+
+    histories: int = 0
+    steps: int = 0
+    revisits: int = 0  # calls whose (shape, dtype, mesh) came earlier in their history
+    deep_revisits: int = 0  # of those, after EVICTING or more other keys
+    most_meshes: int = 0  # distinct meshes in one history
+    most_keys: int = 0  # distinct (mesh, dtype) keys in one history
+    moves: dict[str, int] = field(default_factory=dict)  # steps per mesh move
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "histories": self.histories,
+            "steps": self.steps,
+            "revisits": self.revisits,
+            "revisits after 4+ other keys": self.deep_revisits,
+            "most meshes in one history": self.most_meshes,
+            "most (mesh, dtype) keys in one history": self.most_keys,
+            **{f"move {k}": v for k, v in sorted(self.moves.items())},
+        }
+
+
+def _ids(mesh: Mesh | None) -> list[int]:
+    return [0] if mesh is None else [int(d.id) for d in mesh.devices.flat]
+
+
+def _shaped(ids: list[int], like: Mesh | None) -> Mesh:
+    """``ids`` as a mesh of ``like``'s shape and names (1-D 'data' where ``like`` is None)."""
+    if like is None or like.devices.size != len(ids):
+        return make_mesh(ids, (len(ids),), (DATA_AXIS,))
+    return make_mesh(ids, tuple(like.devices.shape), tuple(like.axis_names))
+
+
+def _two_axes(ids: list[int], draw: Callable[..., Any]) -> Mesh:
+    """``ids`` as a 2-D mesh: any factorisation, 'data' first or second."""
+    size = len(ids)
+    data = draw(st.sampled_from([a for a in range(1, size + 1) if size % a == 0]))
+    if draw(st.booleans()):
+        return make_mesh(ids, (data, size // data), (DATA_AXIS, OTHER_AXIS))
+    return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
+
+
+def move(how: str, base: Mesh | None, draw: Callable[..., Any]) -> Mesh | None:
+    """The mesh that ``how`` (``MESH_MOVES``) makes from ``base``."""
+    every = [int(d.id) for d in jax.devices()]
+    ids = _ids(base)
+    size = len(ids)
+    if how == "again":
+        return base
+    if how == "new":
+        return draw(cst.meshes())
+    if how == "rebuilt":  # Mesh objects are interned: a cache keyed on id(mesh) must still find it
+        return None if base is None else make_mesh(ids, tuple(base.devices.shape), tuple(base.axis_names))
+    if how == "names-swapped":  # the same device ids, the axes renamed or reshaped
+        if base is not None and base.devices.ndim == 2:
+            return Mesh(base.devices, tuple(reversed(base.axis_names)))
+        return _two_axes(ids, draw)
+    if how == "permuted":  # the same devices in another order (one device: another device)
+        if size == 1:
+            return _shaped([draw(st.sampled_from([i for i in every if i != ids[0]] or every))], base)
+        return _shaped(draw(st.permutations(ids)), base)
+    if how == "inside-changed":  # the same first and last device, others between
+        others = [i for i in every if i not in ids]
+        if size < 3:  # nothing inside: one device put between them (a 1-device mesh stays)
+            return (
+                _shaped([ids[0], draw(st.sampled_from(others)), ids[-1]], None)
+                if size == 2 and others
+                else base
+            )
+        middle = [i for i in every if i not in (ids[0], ids[-1])]
+        inside = draw(st.permutations(middle))[: size - 2]
+        return _shaped([ids[0], *inside, ids[-1]], base)
+    if how == "subset":  # not a prefix of jax.devices()
+        k = draw(st.integers(1, max(1, len(every) - 1)))
+        chosen = draw(st.permutations(every))[:k]
+        if sorted(chosen) == every[:k] and len(every) > k:
+            chosen = [*chosen[1:], every[k]]
+        return make_mesh(chosen, (k,), (DATA_AXIS,)) if draw(st.booleans()) else _two_axes(chosen, draw)
+    if how == "high-ids":  # the highest device ids, in any order
+        k = draw(st.integers(1, len(every)))
+        chosen = draw(st.permutations(every[-k:]))
+        return make_mesh(chosen, (k,), (DATA_AXIS,)) if draw(st.booleans()) else _two_axes(chosen, draw)
+    raise ValueError(f"unknown mesh move {how!r}")
+
+
+@dataclass
+class _Session:
+    """What one run of the search shares between its histories."""
+
+    judge_step: Callable[[list[Case], Case], bool]  # judges one step; False: not judged (refused)
+    contract: Contract
+    dtypes: list[np.dtype]
+    placements: Sequence[str] | None
+    reach: HistoryReach = field(default_factory=HistoryReach)
+
+
+class _Histories(RuleBasedStateMachine):
+    """One history: its calls so far, the meshes they used, the (shape, dtype, mesh) keys seen."""
+
+    session: _Session  # set on the subclass that ``search`` makes
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[Case] = []
+        self.meshes: list[Mesh | None] = [None]
+        self.seen: dict[Key, set[Placement]] = {}
+        self.order: list[tuple[Any, str]] = []  # (mesh, dtype) keys, in order of first use
+        self.session.reach.histories += 1
+
+    def _step(self, case: Case, how: str) -> None:
+        reach = self.session.reach
+        if not self.session.judge_step(self.steps, case):
+            return
+        self.steps.append(case)
+        reach.steps += 1
+        reach.moves[how] = reach.moves.get(how, 0) + 1
+        if case.mesh not in self.meshes:
+            self.meshes.append(case.mesh)
+        pair = (mesh_key(case.mesh), str(case.dtype))
+        if pair in self.order:
+            reach.revisits += 1
+            reach.deep_revisits += len(self.order) - 1 - self.order.index(pair) >= EVICTING
+            self.order.remove(pair)  # most recently used last
+        self.order.append(pair)
+        distinct = {key for key, _ in self.order}
+        reach.most_meshes = max(reach.most_meshes, len(distinct))
+        reach.most_keys = max(reach.most_keys, len(self.order))
+
+    def _case(self, mesh: Mesh | None, dtype: np.dtype, n: int, data: st.DataObject) -> Case:
+        # Values from a drawn seed (what the schedule draws: strategies.values_from): new values at
+        # every call, cheap to draw; values themselves are the other checks' business.
+        seed = data.draw(st.integers(0, 2**32 - 1), label="values seed")
+        values = values_from(np.random.default_rng(seed), dtype, n)
+        placement = data.draw(cst.placements(length=n, kinds=self.session.placements), label="placement")
+        mesh_arg: MeshArg = "mesh" if mesh is not None else data.draw(st.sampled_from(["omit", "none"]))
+        return Case(values, mesh, mesh_arg, placement)
+
+    @rule(how=st.sampled_from(MESH_MOVES), pick=st.integers(0, 255), data=st.data())
+    def call(self, how: str, pick: int, data: st.DataObject) -> None:
+        base = self.meshes[pick % len(self.meshes)]
+        mesh = move(how, base, data.draw)
+        dtype = data.draw(st.sampled_from(self.session.dtypes), label="dtype")
+        n = data_axis_size(mesh) * data.draw(st.sampled_from(MULTIPLES), label="multiple")
+        self._step(self._case(mesh, dtype, n, data), how)
+
+    @precondition(lambda self: bool(self.steps))
+    @rule(pick=st.integers(0, 255), data=st.data())
+    def revisit(self, pick: int, data: st.DataObject) -> None:
+        earlier = self.steps[-1 - pick % len(self.steps)]
+        self._step(self._case(earlier.mesh, earlier.dtype, earlier.n, data), "revisit")
+
+
+def search(
+    judge_step: Callable[[list[Case], Case], bool],
+    reach: HistoryReach,
+    *,
+    contract: Contract,
+    options: dict[str, Any],
+    x64: bool = False,
+    placements: Sequence[str] | None = None,
+) -> None:
+    """Search histories with Hypothesis (``options``: its settings), counting what was reached in ``reach``.
+
+    ``judge_step(history, case)`` calls the implementation once and judges
+    the call, ``history`` being the calls before it; it raises on a failure
+    (Hypothesis then shrinks the history) and returns False for a call that
+    was refused as the contract allows (not part of the history).
+    """
+    from hypothesis import settings
+
+    session = _Session(judge_step, contract, dtypes_in_domain(contract, x64=x64), placements, reach)
+    machine = type("Histories", (_Histories,), {"session": session})
+    options = {**options, "stateful_step_count": STEPS}
+    with internals.shrink_budget(SHRINK_SECONDS):  # each try replays a history: compiles, not µs
+        run_state_machine_as_test(machine, settings=settings(**options))
+
+
+def replay(judge_step: Callable[[list[Case], Case], bool], steps: list[Case]) -> None:
+    """Run exactly ``steps`` (a decoded ``--case`` history token), judging each."""
+    history: list[Case] = []
+    for case in steps:
+        if judge_step(history, case):
+            history.append(case)

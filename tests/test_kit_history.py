@@ -1,0 +1,233 @@
+"""Histories of calls (history.py), mesh classes (coverage.MeshClass, schedule.mesh_variants) and
+what the jit probe reads from a real call (the doubling's input, ahead-of-time executables)."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from conformance import coverage, history, jit_probe, oracle
+from conformance.case import Case, decode_history, encode_history, make_mesh, parse_history
+from conformance.contract import Contract, data_axis_size, dtypes_in_domain
+from conformance.coverage import LENGTHS, MeshClass, mesh_class
+from conformance.schedule import Schedule, build_mesh, mesh_variants
+
+DEVICES = 8
+
+
+# -- mesh classes and the schedule's pairwise covering ---------------------------------------
+
+
+def test_mesh_classes_read_the_data_axis_the_order_and_the_position() -> None:
+    every = list(range(DEVICES))
+    assert mesh_class(None) == MeshClass("one", "prefix", "first")
+    assert mesh_class(make_mesh(every[:4], (4,), ("data",))) == MeshClass("power-of-two", "prefix", "first")
+    assert mesh_class(make_mesh([2, 1, 0], (3,), ("data",))) == MeshClass("odd", "permuted", "first")
+    assert mesh_class(make_mesh([7, 1, 2, 3, 4, 5], (6,), ("data",))).data_size == "even-other"
+    assert mesh_class(make_mesh([7, 1, 2, 3, 4, 5], (6,), ("data",))).order == "subset"
+    assert mesh_class(make_mesh(every[:6], (2, 3), ("model", "data"))) == MeshClass("odd", "prefix", "second")
+
+
+@pytest.mark.parametrize("kind", ["1d", "2d", "2d-data1"])
+def test_every_variant_of_a_kind_builds_a_mesh_of_that_kind_and_class(kind: str) -> None:
+    import random
+
+    variants = mesh_variants(kind, DEVICES)
+    assert {v.order for v in variants} == set(coverage.ORDERS)
+    for klass in variants:
+        for seed in range(5):
+            mesh = build_mesh(kind, klass, random.Random(seed))
+            assert coverage.mesh_kind(mesh) == kind, (klass, mesh)
+            assert mesh_class(mesh) == klass, (klass, mesh)
+
+
+def test_every_data_size_class_and_position_is_a_variant_on_eight_devices() -> None:
+    sizes = {
+        v.data_size for kind in ("default", "1d", "2d", "2d-data1") for v in mesh_variants(kind, DEVICES)
+    }
+    positions = {v.position for kind in ("2d", "2d-data1") for v in mesh_variants(kind, DEVICES)}
+    assert sizes == set(coverage.DATA_SIZES) and positions == set(coverage.DATA_POSITIONS)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 77])
+@pytest.mark.parametrize("kind", ["1d", "2d", "2d-data1"])
+def test_the_schedule_covers_every_pair_with_a_mesh_class_axis(kind: str, seed: int) -> None:
+    """Each dtype and each length meets every value of each class axis its kind can have, and
+    every two class values that a variant joins meet too."""
+    schedule = Schedule(seed)
+    dtypes = [str(d) for d in dtypes_in_domain(Contract.FULL)]
+    variants = mesh_variants(kind, DEVICES)
+    got = {(d, n): mesh_class(schedule.mesh(kind, d, n)) for d in dtypes for n in LENGTHS}
+    for axis in ("data_size", "order", "position"):
+        values = {getattr(v, axis) for v in variants}
+        for d in dtypes:
+            assert {getattr(got[(d, n)], axis) for n in LENGTHS} == values, (axis, d)
+        for n in LENGTHS:
+            assert {getattr(got[(d, n)], axis) for d in dtypes} == values, (axis, n)
+    for a, b in itertools.combinations(("data_size", "order", "position"), 2):
+        possible = {(getattr(v, a), getattr(v, b)) for v in variants}
+        assert {(getattr(c, a), getattr(c, b)) for c in got.values()} == possible, (a, b)
+
+
+def test_groups_of_the_schedule_keep_one_mesh_for_their_placements() -> None:
+    schedule = Schedule(4)
+    cells = [coverage.Cell("int16", p, "2d", "short") for p in coverage.PLACEMENTS]
+    assert len({id(schedule.case(c).mesh) for c in cells}) == 1
+
+
+# -- histories ------------------------------------------------------------------------------
+
+
+def _case(ids: list[int], n: int, placement: tuple[object, ...] = ("uncommitted",)) -> Case:
+    mesh = make_mesh(ids, (len(ids),), ("data",))
+    return Case(np.arange(n, dtype=np.float32), mesh, "mesh", placement)
+
+
+def test_a_history_token_replays_every_call_in_order() -> None:
+    steps = [_case([0, 1], 4), _case([3, 2, 1], 3, ("numpy", "readonly")), _case([0, 1], 4, ("target",))]
+    token = encode_history(steps)
+    back = decode_history(token)
+    assert [history.call_key(c) for c in back] == [history.call_key(c) for c in steps]
+    assert [c.placement for c in back] == [c.placement for c in steps]
+    assert len(parse_history(token)) == 3
+
+
+def test_a_case_token_is_not_a_history_token() -> None:
+    from conformance.case import CaseTokenError, encode
+
+    with pytest.raises(CaseTokenError, match="history"):
+        parse_history(encode(_case([0], 2)))
+
+
+def test_jax_may_compile_a_seen_call_only_for_a_new_kind_of_jit_argument_or_a_move() -> None:
+    sharding = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("data",)), PartitionSpec("data"))
+    case = _case([0, 1], 4)
+    assert not history.compile_allowed(case, "uncommitted", [(("uncommitted",), "uncommitted")])
+    assert history.compile_allowed(case, sharding, [(("uncommitted",), "uncommitted")])
+    assert not history.compile_allowed(case, sharding, [(("numpy",), sharding)])
+    assert history.compile_allowed(case, "numpy", [(("numpy",), sharding)])  # two devices: apart
+    one = _case([5], 4)  # a one-device mesh: NumPy and uncommitted are one kind for jit
+    assert not history.compile_allowed(one, "uncommitted", [(("numpy",), "numpy")])
+    moved = _case([0, 1], 4, ("device", 3))
+    assert history.compile_allowed(moved, sharding, [(("numpy",), sharding)])
+    assert not history.compile_allowed(moved, sharding, [(("device", 3), sharding)])
+    assert not history.compile_allowed(case, None, [(("numpy",), sharding)])  # no jit seen: no allowance
+
+
+@settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(how=st.sampled_from(history.MESH_MOVES), data=st.data())
+def test_every_mesh_move_makes_a_mesh_over_the_devices(how: str, data: st.DataObject) -> None:
+    base = data.draw(st.sampled_from([None, make_mesh([3, 1, 4, 0], (2, 2), ("model", "data"))]))
+    mesh = history.move(how, base, data.draw)
+    ids = [0] if mesh is None else [int(d.id) for d in mesh.devices.flat]
+    assert len(set(ids)) == len(ids) and set(ids) <= set(range(DEVICES))
+    if how == "names-swapped" and base is not None:
+        assert (
+            mesh is not None and mesh.axis_names == ("data", "model") and (mesh.devices == base.devices).all()
+        )
+    if how == "inside-changed" and base is not None:
+        assert mesh is not None and ids[0] == 3 and ids[-1] == 0 and mesh.devices.shape == (2, 2)
+
+
+def _judge_with(impl: object) -> tuple[list[list[Case]], object]:
+    """A judge_step for history.search that calls ``impl`` and fails on wrong values."""
+    seen: list[list[Case]] = []
+
+    def judge(earlier: list[Case], case: Case) -> bool:
+        seen.append([*earlier, case])
+        result = impl(case.make_input(), **case.mesh_kwargs())  # type: ignore[operator]
+        assert oracle.first_mismatch(case.values, np.asarray(result)) is None
+        return True
+
+    return seen, judge
+
+
+FAST = {
+    "max_examples": 6,
+    "deadline": None,
+    "database": None,
+    "suppress_health_check": list(HealthCheck),
+    "report_multiple_bugs": False,
+}
+
+
+def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
+    from reference import pjit_double
+
+    seen, judge = _judge_with(pjit_double)
+    reach = history.HistoryReach()
+    history.search(judge, reach, contract=Contract.FULL, options={**FAST, "max_examples": 12})  # type: ignore[arg-type]
+    assert reach.histories >= 6 and reach.steps >= 60
+    assert reach.most_meshes >= 8 and reach.most_keys >= 6 and reach.deep_revisits >= 1
+    assert set(reach.moves) >= set(history.MESH_MOVES) - {"again"}
+    for calls in seen:
+        for case in calls:
+            assert case.n % data_axis_size(case.mesh) == 0 and case.n > 0
+
+
+def test_a_failing_history_is_shrunk_to_the_shortest_one_hypothesis_finds() -> None:
+    stale: dict[object, object] = {}
+
+    def remembers_one_result_per_mesh(x: object, *, mesh: object = None) -> object:
+        if mesh not in stale:
+            stale[mesh] = np.asarray(x) * 2
+        return stale[mesh]
+
+    seen, judge_call = _judge_with(remembers_one_result_per_mesh)
+
+    def judge(earlier: list[Case], case: Case) -> bool:
+        if not earlier:
+            stale.clear()  # each history starts from a fresh implementation
+        return judge_call(earlier, case)  # type: ignore[operator,no-any-return]
+
+    with pytest.raises(AssertionError):
+        history.search(
+            judge,
+            history.HistoryReach(),
+            contract=Contract.FULL,
+            options={**FAST, "max_examples": 30, "phases": list(Phase)},  # type: ignore[arg-type]
+        )
+    assert len(seen[-1]) == 2  # the smallest history: a call, then one that gets its result back
+
+
+# -- what the jit probe reads from a real call ------------------------------------------------
+
+
+def _sharding() -> NamedSharding:
+    return NamedSharding(Mesh(np.array(jax.devices()[:4]), ("data",)), PartitionSpec("data"))
+
+
+def test_the_probe_says_whether_the_jit_was_given_x_itself() -> None:
+    s = _sharding()
+    double = jax.jit(lambda v: v + v, in_shardings=s, out_shardings=s)
+    identity = jax.jit(lambda v: v, in_shardings=s, out_shardings=s)
+    x = np.arange(8, dtype=np.float32)
+    _, chain, _ = jit_probe.observe(double, jax.device_put(x, s), input_values=x)
+    assert chain and chain[0].fed is True and chain[0].argument == s
+    _, chain, _ = jit_probe.observe(
+        lambda v: identity(jax.device_put(np.asarray(v) * 2, s)), x, input_values=x
+    )
+    assert chain and chain[0].fed is False
+
+
+def test_ahead_of_time_executables_are_watched_with_their_own_shardings() -> None:
+    s = _sharding()
+    x = np.arange(8, dtype=np.float32)
+    compiled = (
+        jax.jit(lambda v: v + v, in_shardings=s, out_shardings=s)
+        .lower(jax.ShapeDtypeStruct((8,), np.float32, sharding=s))
+        .compile()
+    )
+    _, chain, names = jit_probe.observe(compiled, jax.device_put(x, s), input_values=x)
+    assert names == ["compiled executable"] and chain[0].ahead_of_time and chain[0].fed
+    assert jit_probe.is_layout(chain[0].in_sharding, s) and jit_probe.is_layout(chain[0].out_sharding, s)
+    bare = jax.jit(lambda v: v + v).lower(jax.ShapeDtypeStruct((8,), np.float32)).compile()
+    _, chain, names = jit_probe.observe(lambda v: jax.device_put(bare(v), s), x, input_values=x)
+    assert "compiled executable" in names  # it ran, but the result is not its output:
+    assert not any(c.ahead_of_time for c in chain)  # moved after it (by JAX's own copy, if any)
