@@ -66,6 +66,7 @@ class Outcome:
     error: BaseException | None = None
     compiles: int = 0
     seconds: float = 0.0
+    compiled: list[str] = field(default_factory=list)  # the compiled functions' names (CompileCounter)
     # The jit executions that produced the result (jit_probe.JitCall, outermost first),
     # for calls made while watching jax.jit; None for calls that were not watched.
     jit_chain: list[Any] | None = None
@@ -128,7 +129,7 @@ class Runner:
         counter = internals.compile_counter()
         box = []
         done = threading.Event()
-        before = counter.count
+        before, named = counter.count, len(counter.names)
         start = time.perf_counter()
         log = self.call_log
         if log is not None:
@@ -150,4 +151,6 @@ class Runner:
         self.stats.compiles += compiles
         self.stats.seconds_in_impl += seconds
         ok, value = box[0]
-        return Outcome(value if ok else None, None if ok else value, compiles, seconds)
+        outcome = Outcome(value if ok else None, None if ok else value, compiles, seconds)
+        outcome.compiled = counter.names[named:]
+        return outcome

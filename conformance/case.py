@@ -219,6 +219,8 @@ def _values_field(values: np.ndarray) -> dict[str, Any]:
             edits = np.flatnonzero((bits != tiled).any(axis=1))
             if best is None or len(edits) < best[0]:
                 best = (len(edits), block, edits)
+            if len(edits) <= _MAX_EDITS:
+                break  # short enough: the first block that makes a token is as good as any
         assert best is not None
         _, block, edits = best
         if len(edits) <= _MAX_EDITS:

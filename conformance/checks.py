@@ -42,7 +42,7 @@ from conformance.contract import (
     target_sharding,
 )
 from conformance.kit import one_line
-from conformance.registry import CHECKS, FULL_ONLY, Inconclusive, Refused, check
+from conformance.registry import CHECKS, FULL_ONLY, CheckFailure, Inconclusive, Refused, check
 from conformance.strategies import OTHER_AXIS
 
 # ---------------------------------------------------------------------------
@@ -691,7 +691,7 @@ def _mesh_neighbours(mesh: Mesh) -> list[Mesh]:
     "hygiene.no-stale-results",
     "later calls never get an earlier call's result back",
     domain=domains.HISTORY_STALE,
-    examples=0.5,
+    examples=0.25,  # state.histories searches longer histories of calls too
 )
 def hygiene_no_stale_results(kit: Any, case: Case) -> None:
     # Follow-ups that a cache keyed on too little confuses with the first call: other
@@ -941,7 +941,8 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
         if may_refuse(case, outcome.error):
             return False
         kit.fail_raised(case, outcome.error)
-    result, compiles, chain = outcome.result, outcome.compiles, outcome.jit_chain or []
+    result, chain = outcome.result, outcome.jit_chain or []
+    compiled = [name for name in outcome.compiled if not internals.is_jax_move(name)]  # JAX's: not counted
     del outcome
     kit.history_arguments.append(chain[0].argument if chain else None)
     _check_values(kit, case, result)  # an earlier call's result handed back fails here
@@ -957,23 +958,17 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
     key = history.call_key(case)
     same = [k for k, step in enumerate(earlier, 1) if history.call_key(step) == key]
     arguments = kit.history_arguments
-    if (
-        compiles
-        and same
-        and not history.compile_allowed(
-            case, arguments[-1], [(earlier[k - 1].placement, arguments[k - 1]) for k in same]
-        )
-    ):
+    if compiled and same and not history.compile_allowed(arguments[-1], [arguments[k - 1] for k in same]):
         kit.fail(
             "a call whose shape, dtype and mesh came earlier in the history compiled again",
             case,
             expected=f"0 backend compiles: call {same[-1]} had this shape, dtype and mesh "
             f"({len(earlier) - same[-1]} call(s) between them)",
-            got=f"{compiles} backend compile(s)",
+            got=f"{len(compiled)} backend compile(s): {', '.join(compiled[:3])}",
             hint="keep the jitted function (or executable) of every mesh and dtype seen: a cache "
             "that evicts (lru_cache(maxsize=...), the last few meshes), one keyed on the placement, "
-            "the values or id(x), or a jax.jit made per call compiles again. JAX itself may "
-            "compile only to move an x committed to other devices",
+            "the values or id(x), or a jax.jit made per call compiles again (JAX's own programs "
+            "for moving x are not counted)",
         )
     return True
 
@@ -983,7 +978,7 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
     "histories of calls searched by Hypothesis: every call right, none stale, "
     "a seen (shape, dtype, mesh) compiles nothing",
     contracts=FULL_ONLY,
-    examples=0.375,  # 6 histories at the default profile: each new mesh compiles
+    examples=0.3125,  # 5 histories at the default profile: each new mesh compiles
     needs=(internals.COMPILE_COUNT, internals.JIT_SPY),  # the spy: what each call's jit was given
     history=True,
 )
@@ -996,14 +991,26 @@ def state_histories(kit: Any, token: str | None) -> None:
         if token is not None:
             history.replay(judge, decode_history(token))
             return
-        history.search(
-            judge,
-            reach,
-            contract=kit.contract,
-            options=kit.hypothesis_options(CHECKS["state.histories"]),
-            x64=bool(jax.config.read("jax_enable_x64")),
-            placements=("target",) if jax.process_count() > 1 else None,  # only global arrays there
-        )
+        try:
+            history.search(
+                judge,
+                reach,
+                contract=kit.contract,
+                options=kit.hypothesis_options(CHECKS["state.histories"]),
+                x64=bool(jax.config.read("jax_enable_x64")),
+                placements=("target",) if jax.process_count() > 1 else None,  # only global arrays there
+            )
+        except BaseExceptionGroup as group:
+            # Hypothesis calls a failure flaky when its replay passes: the implementation's state
+            # left by the histories before it changed the outcome.  The failure stands; its rerun
+            # replays the history in a fresh process.
+            found = group.subgroup(lambda e: isinstance(e, CheckFailure))
+            if found is None:
+                raise
+            first: BaseException = found
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            raise first from None
     finally:
         kit.history = None
         record = kit.records.get("state.histories")

@@ -10,7 +10,8 @@ Four axes cut the space of single calls into cells:
 * ``mesh``: how the layout is asked for (``MESHES``): no mesh (the first
   device), a 1-D mesh, a 2-D mesh with both axes of 2+ devices, a 2-D mesh
   whose data axis has one device (the vector replicated over ``model``);
-* ``length``: empty, short (up to 64), medium (up to 4096), long (up to 2**20 + 1).
+* ``length``: empty, short (up to 64), medium (up to 4096), long (up to 2**20 + 7: 2**20 + 1
+  rounded up to a multiple of the data axis).
 
 A check declares the axes it spans (``Axes``); its cells are their product,
 and the covering schedule (``schedule``) gives every one of them an input in
@@ -21,6 +22,7 @@ report shows the counts and names any cell left unvisited.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,7 +41,7 @@ MESHES = ("default", "1d", "2d", "2d-data1")
 LENGTHS = ("empty", "short", "medium", "long")
 SHORT_MAX = 64
 MEDIUM_MAX = 4096
-LONG_MAX = 2**20 + 1
+LONG_MAX = 2**20 + 7  # 2**20 + 1 rounded up to a multiple of a data axis of up to 8 devices
 
 # Devices a mesh kind needs.
 MESH_DEVICES = {"default": 1, "1d": 1, "2d": 4, "2d-data1": 2}
@@ -142,7 +144,8 @@ def axis_values(cell: Cell, klass: MeshClass) -> tuple[str, ...]:
     return (cell.dtype, cell.placement, cell.mesh, cell.length, klass.data_size, klass.order, klass.position)
 
 
-def pairs_of(cell: Cell, klass: MeshClass) -> set[tuple[str, str, str, str]]:
+@functools.cache
+def pairs_of(cell: Cell, klass: MeshClass) -> frozenset[tuple[str, str, str, str]]:
     """Every pair (axis, value, axis, value) that an input of ``cell`` on a ``klass`` mesh covers,
     where one of the two axes is a mesh class's (the others' pairs are the cells themselves)."""
     values = axis_values(cell, klass)
@@ -150,7 +153,7 @@ def pairs_of(cell: Cell, klass: MeshClass) -> set[tuple[str, str, str, str]]:
     for i, j in itertools.combinations(range(len(PAIR_AXES)), 2):
         if j >= 4:
             found.add((PAIR_AXES[i], values[i], PAIR_AXES[j], values[j]))
-    return found
+    return frozenset(found)
 
 
 def cell_of(case: Case) -> Cell:

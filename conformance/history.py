@@ -22,14 +22,14 @@ fails.  Two rules make the steps:
 After every step the kit judges (``Judge``, from checks.py): the result's
 values (an earlier call's result handed back fails here), dtype and layout;
 and compiles (``compile_allowed``): a call whose (shape, dtype, mesh) came
-earlier in the history compiles nothing, whatever came in between.  JAX's
-own caches are allowed exactly this, and no more: a call whose ``x`` is
-committed to other devices (one device, or split or replicated elsewhere)
-may compile once per (shape, dtype, mesh, placement) for JAX to move ``x``
-(``jax.device_put`` between layouts can run a compiled copy).  Every other
-compile of a seen (shape, dtype, mesh) is the implementation's: a cache that
-evicted it, keyed on something that changed (the placement, the values, the
-object's id), or no cache at all.
+earlier in the history compiles nothing of its own, whatever came in between.
+JAX's own caches are allowed exactly this, and no more: the programs JAX
+compiles to move ``x`` into a layout (``internals.JAX_MOVE_PROGRAMS``) are
+not counted, and jit compiles apart for a NumPy or uncommitted argument and
+for an argument committed to each sharding, so the first call of each such
+kind may compile.  Every other compile of a seen (shape, dtype, mesh) is the
+implementation's: a cache that evicted it, keyed on something that changed
+(the placement, the values, the object's id), or no cache at all.
 
 A failure prints the history, call by call, and a rerun command whose
 ``--case`` token (``case.encode_history``) replays exactly those calls
@@ -47,13 +47,14 @@ from typing import Any
 
 import jax
 import numpy as np
+from hypothesis import Phase
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 from jax.sharding import Mesh
 
 from conformance import internals
 from conformance import strategies as cst
-from conformance.case import Case, MeshArg, Placement, make_mesh
+from conformance.case import Case, MeshArg, make_mesh
 from conformance.contract import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
 from conformance.strategies import OTHER_AXIS, values_from
 
@@ -72,7 +73,6 @@ MULTIPLES = (1, 2, 3)  # a call's length: this many times the data axis
 STEPS = 20  # calls in one history at most (Hypothesis's stateful_step_count)
 SHRINK_SECONDS = 20  # Hypothesis shrinks a failing history this long at most
 EVICTING = 4  # a revisit after this many other keys is past what a cache of 4 entries keeps
-COMMITTED_ELSEWHERE = ("device", "sharded")  # placements JAX may compile a move for
 
 # A step's judge: the call's result (or its exception) against the contract; raises CheckFailure.
 Judge = Callable[[Case, Any], None]
@@ -92,25 +92,19 @@ def call_key(case: Case) -> Key:
     return (case.n, str(case.dtype), mesh_key(case.mesh))
 
 
-def _alike(a: Any, b: Any, mesh: Mesh | None) -> bool:
-    """Does JAX's jit reuse its executable between arguments ``a`` and ``b``?  The same kind and
-    sharding, or, for a one-device mesh, NumPy and uncommitted (both placed on that device)."""
-    host = ("numpy", "uncommitted")
-    if (mesh is None or mesh.devices.size == 1) and a in host and b in host:
-        return True
-    return bool(a == b)
+def _kind(argument: Any) -> Any:
+    """What JAX's jit keeps one executable for: a NumPy or an uncommitted array alike (both are
+    placed by the jit), a committed array per sharding (it brings its own layout)."""
+    return "host or uncommitted" if argument in ("numpy", "uncommitted") else argument
 
 
-def compile_allowed(case: Case, argument: Any, seen: list[tuple[Placement, Any]]) -> bool:
-    """May a call whose (shape, dtype, mesh) came before (``seen``: the placements of those
-    calls, and what their jit was given) compile?  Only where JAX's own caches do: the first
-    time the jit is given a NumPy array, an uncommitted array (on a one-device mesh these two
-    are one), or an array committed to a sharding (``argument``, jit_probe.JitCall.argument),
-    and for JAX to move an ``x`` committed to other devices, once per placement (see the
-    module's docstring)."""
-    if argument is not None and not any(_alike(argument, given, case.mesh) for _, given in seen):
-        return True
-    return case.placement[0] in COMMITTED_ELSEWHERE and case.placement not in {p for p, _ in seen}
+def compile_allowed(argument: Any, seen: list[Any]) -> bool:
+    """May a call whose (shape, dtype, mesh) came before compile its own code (JAX's programs for
+    moving ``x`` are never counted: internals.JAX_MOVE_PROGRAMS)?  Only where JAX's jit does:
+    the first time, for this shape, dtype and mesh, that the jit is given a NumPy or uncommitted
+    array, or an array committed to a given sharding (``argument``, jit_probe.JitCall.argument;
+    ``seen``: what the jit was given in the earlier calls).  No jit seen: no allowance."""
+    return argument is not None and all(_kind(argument) != _kind(given) for given in seen)
 
 
 @dataclass
@@ -220,7 +214,6 @@ class _Histories(RuleBasedStateMachine):
         super().__init__()
         self.steps: list[Case] = []
         self.meshes: list[Mesh | None] = [None]
-        self.seen: dict[Key, set[Placement]] = {}
         self.order: list[tuple[Any, str]] = []  # (mesh, dtype) keys, in order of first use
         self.session.reach.histories += 1
 
@@ -287,7 +280,9 @@ def search(
 
     session = _Session(judge_step, contract, dtypes_in_domain(contract, x64=x64), placements, reach)
     machine = type("Histories", (_Histories,), {"session": session})
-    options = {**options, "stateful_step_count": STEPS}
+    # No explain phase: it re-runs the shrunk history with every step varied (compiles, each).
+    phases = [p for p in options.get("phases", list(Phase)) if p is not Phase.explain]
+    options = {**options, "stateful_step_count": STEPS, "phases": phases}
     with internals.shrink_budget(SHRINK_SECONDS):  # each try replays a history: compiles, not µs
         run_state_machine_as_test(machine, settings=settings(**options))
 

@@ -247,11 +247,24 @@ class CompileCounter:
         from jax import monitoring
 
         self.count = 0
+        self.names: list[str] = []  # each compile's function, as JAX names it ("jit(f)"; "?" if unnamed)
         monitoring.register_event_duration_secs_listener(self._on_event)
 
-    def _on_event(self, event: str, duration_secs: float, **_: str | int) -> None:
+    def _on_event(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event == BACKEND_COMPILE_EVENT:
             self.count += 1
+            self.names.append(str(kwargs.get("fun_name", "?")))
+
+
+# The programs JAX itself compiles to move an array to another layout (device_put, jit's
+# argument handling): array.py's _multi_slice, dispatch.py's _device_put_reshard, pjit.py's
+# _identity_fn.  A compile of one of these is JAX's, not the implementation's.
+JAX_MOVE_PROGRAMS = ("_multi_slice", "_device_put_reshard", "_identity_fn")
+
+
+def is_jax_move(compiled_name: str) -> bool:
+    """Whether a compile (``CompileCounter.names``) was of one of JAX's own programs for moving data."""
+    return any(compiled_name in (name, f"jit({name})") for name in JAX_MOVE_PROGRAMS)
 
 
 _COUNTER: CompileCounter | None = None

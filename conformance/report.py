@@ -284,7 +284,11 @@ def _mesh_classes(rows: list[CheckVerdict]) -> list[str]:
         "|---|---|---|",
     ]
     for r in shown:
-        classes = " ".join(f"{k.split(': ')[1]}:{v}" for k, v in sorted(r.mesh_classes.items()))
+        by_axis: dict[str, list[str]] = {}
+        for key, count in sorted(r.mesh_classes.items()):
+            axis, value = key.split(": ", 1)
+            by_axis.setdefault(axis, []).append(f"{value}:{count}")
+        classes = "; ".join(f"{axis}: {' '.join(values)}" for axis, values in by_axis.items())
         covered = sum(c for c, _ in r.pairs.values())
         possible = sum(p for _, p in r.pairs.values())
         short = [f"{k} {c}/{p}" for k, (c, p) in sorted(r.pairs.items()) if c < p]

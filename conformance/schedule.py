@@ -49,8 +49,10 @@ def _dims(kind: str, klass: MeshClass, devices: int) -> list[tuple[int, int]]:
             total = data * max(other, 1)
             if total > devices or (kind == "1d") != (other == 0):
                 continue
-            if (kind == "2d-data1") != (data == 1) or (kind == "2d" and data < 2):
+            if (kind == "2d-data1" and data != 1) or (kind == "2d" and data < 2):
                 continue
+            if kind == "1d" and data == 1 and devices > 1:
+                continue  # 1-D meshes of one device only where there is no other (data one: 2d-data1)
             if klass.order == "permuted" and total < 2 or klass.order == "subset" and total >= devices:
                 continue
             found.append((data, other))
@@ -102,7 +104,7 @@ class Schedule:
     length, whatever the placement, so that a cell costs a compile per
     (dtype, mesh, length) and not per placement.  The lengths of a class
     are the neighbours of its powers of two (2**k - 1, 2**k + 1, a multiple
-    of the data axis next to them), the long ones up to 2**20 + 1.  Values
+    of the data axis next to them), the long ones up to 2**20 + 7.  Values
     come from ``values_from`` with a generator seeded by ``seed`` and the
     cell, so a ``ci`` run (seed 0) makes the same inputs every time.
     """
@@ -189,7 +191,9 @@ class Schedule:
             tier = (zlib.crc32(cell.dtype.encode()) + mesh_index + self.seed) % 4
             power = [2**12, 2**13, 2**16, max(2**17, 2**20 // itemsize)][tier]
             n = power + rng.choice([1, -1] if 0 < tier < 3 else [1])
-            bottom, top = MEDIUM_MAX + 1, LONG_MAX
+            # The 1 MiB tier stays at 1 MiB or more: a data axis of 3, 5, 6 or 7 rounds it up, past
+            # 2**20 + 1 by less than the data axis (coverage.LONG_MAX).
+            bottom, top = (power if tier == 3 else MEDIUM_MAX + 1), LONG_MAX
         else:
             top = {"short": SHORT_MAX, "medium": MEDIUM_MAX}[cell.length]
             bottom = {"short": 1, "medium": SHORT_MAX + 1}[cell.length]

@@ -42,7 +42,7 @@ from conformance.contract import DATA_AXIS, Contract, dtypes_in_domain
 from conformance.coverage import LONG_MAX, MEDIUM_MAX
 
 OTHER_AXIS = "model"
-MAX_LENGTH = LONG_MAX  # 2**20 + 1: past the thresholds where implementations change path
+MAX_LENGTH = LONG_MAX  # 2**20 + 7: past the thresholds where implementations change path
 # Neighbours of the powers of two where chunked loops, tiles, donation and
 # offloading thresholds sit (4096 elements, 8192, 1 MiB of float32, 65536, 2**20).
 LONG_LENGTHS = tuple(n for k in (12, 13, 14, 16, 17, 18, 20) for n in (2**k - 1, 2**k, 2**k + 1))

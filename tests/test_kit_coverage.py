@@ -57,7 +57,7 @@ def test_the_indivisible_schedule_draws_lengths_the_data_axis_does_not_divide() 
 
 def test_long_vectors_pass_every_threshold_for_every_dtype() -> None:
     """Each dtype gets, over its four mesh kinds, a length past 4096, past 8192, past 65536
-    elements, and one of 1 MiB or more; all up to 2**20 + 1."""
+    elements, and one of 1 MiB or more; all up to coverage.LONG_MAX."""
     schedule = Schedule(7)
     by_dtype: dict[str, list[Case]] = {}
     for cell in FULL_CELLS:
@@ -68,7 +68,7 @@ def test_long_vectors_pass_every_threshold_for_every_dtype() -> None:
         assert lengths[0] > 4096 and any(8192 < n for n in lengths), (dtype, lengths)
         assert any(n > 65536 for n in lengths), (dtype, lengths)
         assert any(c.values.nbytes >= 2**20 for c in cases), (dtype, lengths)
-        assert max(lengths) <= 2**20 + 1
+        assert max(lengths) <= coverage.LONG_MAX
 
 
 def test_cells_of_one_group_share_their_values_mesh_and_length() -> None:
@@ -113,9 +113,9 @@ def test_numpy_forms_are_what_their_names_say(form: str) -> None:
 
 def test_the_target_placement_is_committed_in_the_target_layout() -> None:
     mesh = Schedule(0).mesh("2d")
-    x = make_input(Case(np.arange(8, dtype=np.float32), mesh, "mesh", ("target",)))
+    x = make_input(Case(np.arange(24, dtype=np.float32), mesh, "mesh", ("target",)))  # 24: any data axis
     assert x.committed and x.sharding.is_equivalent_to(target_sharding(mesh), 1)
-    assert decode(encode(Case(np.arange(8, dtype=np.float32), mesh, "mesh", ("target",)))).placement == (
+    assert decode(encode(Case(np.arange(24, dtype=np.float32), mesh, "mesh", ("target",)))).placement == (
         "target",
     )
 

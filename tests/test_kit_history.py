@@ -105,19 +105,28 @@ def test_a_case_token_is_not_a_history_token() -> None:
         parse_history(encode(_case([0], 2)))
 
 
-def test_jax_may_compile_a_seen_call_only_for_a_new_kind_of_jit_argument_or_a_move() -> None:
+def test_jax_may_compile_a_seen_call_only_for_a_new_kind_of_jit_argument() -> None:
     sharding = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("data",)), PartitionSpec("data"))
-    case = _case([0, 1], 4)
-    assert not history.compile_allowed(case, "uncommitted", [(("uncommitted",), "uncommitted")])
-    assert history.compile_allowed(case, sharding, [(("uncommitted",), "uncommitted")])
-    assert not history.compile_allowed(case, sharding, [(("numpy",), sharding)])
-    assert history.compile_allowed(case, "numpy", [(("numpy",), sharding)])  # two devices: apart
-    one = _case([5], 4)  # a one-device mesh: NumPy and uncommitted are one kind for jit
-    assert not history.compile_allowed(one, "uncommitted", [(("numpy",), "numpy")])
-    moved = _case([0, 1], 4, ("device", 3))
-    assert history.compile_allowed(moved, sharding, [(("numpy",), sharding)])
-    assert not history.compile_allowed(moved, sharding, [(("device", 3), sharding)])
-    assert not history.compile_allowed(case, None, [(("numpy",), sharding)])  # no jit seen: no allowance
+    other = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("data",)), PartitionSpec("data"))
+    assert not history.compile_allowed("uncommitted", ["uncommitted"])
+    assert not history.compile_allowed("uncommitted", ["numpy"])  # jit places both alike
+    assert history.compile_allowed(sharding, ["uncommitted", other])  # a committed one: its own layout
+    assert not history.compile_allowed(sharding, ["numpy", sharding])
+    assert history.compile_allowed("numpy", [sharding])
+    assert not history.compile_allowed(None, [sharding])  # no jit seen: no allowance
+
+
+def test_only_jax_own_programs_for_moving_data_are_not_the_implementations_compiles() -> None:
+    from conformance import internals
+
+    assert internals.is_jax_move("jit(_multi_slice)") and internals.is_jax_move("_identity_fn")
+    assert not internals.is_jax_move("jit(<lambda>)") and not internals.is_jax_move("jit(_double)")
+    counter = internals.compile_counter()
+    before = len(counter.names)
+    x = jax.device_put(np.arange(6, dtype=np.float32) + 1)  # uncommitted, on the first device
+    jax.device_put(x, NamedSharding(Mesh(np.array(jax.devices()[:2]), ("data",)), PartitionSpec("data")))
+    moves = counter.names[before:]
+    assert moves and all(internals.is_jax_move(name) for name in moves), moves
 
 
 @settings(max_examples=80, deadline=None, database=None, suppress_health_check=list(HealthCheck))

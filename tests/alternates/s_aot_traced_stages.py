@@ -12,7 +12,6 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-
 _targets: dict[Mesh | None, NamedSharding] = {}
 _compiled: dict[tuple[Any, ...], Any] = {}
 
