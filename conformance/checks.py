@@ -984,7 +984,13 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
 )
 def state_histories(kit: Any, token: str | None) -> None:
     def judge(earlier: list[Case], case: Case) -> bool:
-        return _history_step(kit, earlier, case)
+        if kit.cluster is None:
+            return _history_step(kit, earlier, case)
+        # --distributed: every process agrees on each step's verdict (Kit._step), so that every
+        # process's Hypothesis sees a failure at the same step and shrinks in lockstep.
+        judged: list[bool] = []
+        kit._step(case, lambda: judged.append(_history_step(kit, earlier, case)))
+        return bool(judged and judged[0])
 
     reach = history.HistoryReach()
     try:

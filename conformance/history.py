@@ -281,7 +281,9 @@ def search(
     session = _Session(judge_step, contract, dtypes_in_domain(contract, x64=x64), placements, reach)
     machine = type("Histories", (_Histories,), {"session": session})
     # No explain phase: it re-runs the shrunk history with every step varied (compiles, each).
-    phases = [p for p in options.get("phases", list(Phase)) if p is not Phase.explain]
+    loaded = settings.default  # the profile's phases where the kit sets none (no shrinking in mutant runs)
+    given = options.get("phases", loaded.phases if loaded is not None else list(Phase))
+    phases = [p for p in given if p is not Phase.explain]
     options = {**options, "stateful_step_count": STEPS, "phases": phases}
     with internals.shrink_budget(SHRINK_SECONDS):  # each try replays a history: compiles, not µs
         run_state_machine_as_test(machine, settings=settings(**options))
