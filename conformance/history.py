@@ -256,7 +256,7 @@ class _Histories(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.steps))
     @rule(pick=st.integers(0, 255), data=st.data())
     def revisit(self, pick: int, data: st.DataObject) -> None:
-        earlier = self.steps[-1 - pick % len(self.steps)]
+        earlier = self.steps[pick % len(self.steps)]  # shrinks to the oldest call, which caches evict first
         self._step(self._case(earlier.mesh, earlier.dtype, earlier.n, data), "revisit")
 
 
