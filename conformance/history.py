@@ -19,7 +19,7 @@ fails.  Two rules make the steps:
 * ``revisit``: an earlier call's (shape, dtype, mesh) again, with new values
   and any placement.
 
-After every step the kit judges (``Judge``, from checks.py): the result's
+After every step the kit judges (``judge_step``, from checks.py): the result's
 values (an earlier call's result handed back fails here), dtype and layout;
 and compiles (``compile_allowed``): a call whose (shape, dtype, mesh) came
 earlier in the history compiles nothing of its own, whatever came in between.
@@ -73,9 +73,6 @@ MULTIPLES = (1, 2, 3)  # a call's length: this many times the data axis
 STEPS = 20  # calls in one history at most (Hypothesis's stateful_step_count)
 SHRINK_SECONDS = 20  # Hypothesis shrinks a failing history this long at most
 EVICTING = 4  # a revisit after this many other keys is past what a cache of 4 entries keeps
-
-# A step's judge: the call's result (or its exception) against the contract; raises CheckFailure.
-Judge = Callable[[Case, Any], None]
 
 Key = tuple[Any, ...]
 
