@@ -920,11 +920,12 @@ def compile_once(kit: Any, case: Case) -> None:
 # The implementation's state: histories of calls searched by Hypothesis (history.py)
 
 
-def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
-    """Call once, after ``earlier``, and judge the call; False where it was not judged."""
+def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any]) -> bool:
+    """Call once, after ``earlier``, and judge the call; False where it was not judged.
+    ``arguments``: what the jit of each of those calls was given, this call's appended here."""
     kit.history = [*earlier, case]  # what a failure prints, and its rerun command replays
     if not earlier:
-        kit.history_arguments = []
+        arguments.clear()  # a new history
     if kit.runner.call_log is not None:  # what the watchdog names if this call hangs or crashes
         kit.runner.label = (
             kit.running or kit.check_id,
@@ -944,7 +945,7 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
     result, chain = outcome.result, outcome.jit_chain or []
     compiled = [name for name in outcome.compiled if not internals.is_jax_move(name)]  # JAX's: not counted
     del outcome
-    kit.history_arguments.append(chain[0].argument if chain else None)
+    arguments.append(chain[0].argument if chain else None)
     _check_values(kit, case, result)  # an earlier call's result handed back fails here
     if getattr(result, "dtype", None) != case.dtype:
         kit.fail(
@@ -957,7 +958,6 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
     _check_layout(kit, case, result)
     key = history.call_key(case)
     same = [k for k, step in enumerate(earlier, 1) if history.call_key(step) == key]
-    arguments = kit.history_arguments
     if compiled and same and not history.compile_allowed(arguments[-1], [arguments[k - 1] for k in same]):
         kit.fail(
             "a call whose shape, dtype and mesh came earlier in the history compiled again",
@@ -983,13 +983,15 @@ def _history_step(kit: Any, earlier: list[Case], case: Case) -> bool:
     history=True,
 )
 def state_histories(kit: Any, token: str | None) -> None:
+    arguments: list[Any] = []
+
     def judge(earlier: list[Case], case: Case) -> bool:
         if kit.cluster is None:
-            return _history_step(kit, earlier, case)
+            return _history_step(kit, earlier, case, arguments)
         # --distributed: every process agrees on each step's verdict (Kit._step), so that every
         # process's Hypothesis sees a failure at the same step and shrinks in lockstep.
         judged: list[bool] = []
-        kit._step(case, lambda: judged.append(_history_step(kit, earlier, case)))
+        kit._step(case, lambda: judged.append(_history_step(kit, earlier, case, arguments)))
         return bool(judged and judged[0])
 
     reach = history.HistoryReach()

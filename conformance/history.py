@@ -196,7 +196,6 @@ class _Session:
     """What one run of the search shares between its histories."""
 
     judge_step: Callable[[list[Case], Case], bool]  # judges one step; False: not judged (refused)
-    contract: Contract
     dtypes: list[np.dtype]
     placements: Sequence[str] | None
     reach: HistoryReach = field(default_factory=HistoryReach)
@@ -275,7 +274,7 @@ def search(
     """
     from hypothesis import settings
 
-    session = _Session(judge_step, contract, dtypes_in_domain(contract, x64=x64), placements, reach)
+    session = _Session(judge_step, dtypes_in_domain(contract, x64=x64), placements, reach)
     machine = type("Histories", (_Histories,), {"session": session})
     # No explain phase: it re-runs the shrunk history with every step varied (compiles, each).
     loaded = settings.default  # the profile's phases where the kit sets none (no shrinking in mutant runs)

@@ -182,7 +182,7 @@ def _chain(
                     vectors[0][0] if vectors else None,
                     execution.out_shardings[k] if k < len(execution.out_shardings) else None,
                     0,
-                    _inputs(execution.in_shardings, [_Rank(d) for d in execution.in_ndims]),
+                    tuple(zip(execution.in_ndims, execution.in_shardings, strict=False)),
                     fed=fed,
                     ahead_of_time=execution.ahead_of_time,
                     argument=_argument(vectors[0][1]) if vectors else None,
@@ -197,11 +197,6 @@ def _argument(value: Any) -> Any:
         return "numpy"
     committed = getattr(value, "committed", None)
     return None if committed is None else value.sharding if committed else "uncommitted"
-
-
-@dataclass(frozen=True)
-class _Rank:
-    ndim: int
 
 
 def is_layout(sharding: Any, target: Sharding) -> bool:

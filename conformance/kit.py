@@ -138,7 +138,6 @@ class Kit:
     _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
     history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
-    history_arguments: list[Any] = field(default_factory=list)  # what each call's jit was given
 
     # -- calling the implementation ------------------------------------------------
     def call(

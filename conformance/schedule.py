@@ -36,8 +36,17 @@ from conformance.strategies import OTHER_AXIS, values_from
 _SIZES = {"one": (1,), "power-of-two": (2, 4, 8), "odd": (3, 5, 7), "even-other": (6,)}
 
 
-def _class_values(klass: MeshClass) -> list[tuple[str, str]]:
-    return [("data size", klass.data_size), ("order", klass.order), ("data position", klass.position)]
+def _group_pairs(klass: MeshClass, dtype: str, length: str) -> set[tuple[str, ...]]:
+    """The pairs a (dtype, length) group on a ``klass`` mesh covers: each class value with the
+    dtype and with the length, and the class values with each other."""
+    values = [("data size", klass.data_size), ("order", klass.order), ("data position", klass.position)]
+    return {
+        *(("dtype", dtype, axis, value) for axis, value in values),
+        *(("length", length, axis, value) for axis, value in values),
+        (klass.data_size, klass.order),
+        (klass.data_size, klass.position),
+        (klass.order, klass.position),
+    }
 
 
 def _dims(kind: str, klass: MeshClass, devices: int) -> list[tuple[int, int]]:
@@ -158,20 +167,10 @@ class Schedule:
         covered: set[tuple[str, ...]] = set()
         chosen: dict[tuple[str, str], MeshClass] = {}
         for dtype, length in groups:
-
-            def pairs(v: MeshClass, dtype: str = dtype, length: str = length) -> set[tuple[str, ...]]:
-                return {
-                    *(("dtype", dtype, axis, value) for axis, value in _class_values(v)),
-                    *(("length", length, axis, value) for axis, value in _class_values(v)),
-                    (v.data_size, v.order),
-                    (v.data_size, v.position),
-                    (v.order, v.position),
-                }
-
-            best = max(len(pairs(v) - covered) for v in options)
-            pick = rng.choice([v for v in options if len(pairs(v) - covered) == best])
+            new = {v: len(_group_pairs(v, dtype, length) - covered) for v in options}
+            pick = rng.choice([v for v in options if new[v] == max(new.values())])
             chosen[(dtype, length)] = pick
-            covered |= pairs(pick)
+            covered |= _group_pairs(pick, dtype, length)
         return chosen
 
     def length(self, cell: Cell, data_size: int, *, divisible: bool = True) -> int:
