@@ -43,8 +43,15 @@ SHORT_MAX = 64
 MEDIUM_MAX = 4096
 LONG_MAX = 2**20 + 7  # 2**20 + 1 rounded up to a multiple of a data axis of up to 8 devices
 
-# Devices a mesh kind needs.
+# Devices a mesh kind needs, and its name in messages.
 MESH_DEVICES = {"default": 1, "1d": 1, "2d": 4, "2d-data1": 2}
+MESH_NAMES = {
+    "default": "no-mesh",
+    "1d": "1-D",
+    "2d": "2-D (both axes of 2+ devices)",
+    "2d-data1": "2-D (data axis of one device)",
+}
+FULL_DEVICES = max(MESH_DEVICES.values())  # the fewest devices on which every mesh kind is drawn
 
 
 @dataclass(frozen=True, order=True)

@@ -319,6 +319,8 @@ class Kit:
         try:
             reason = not_applicable(check_id, self.contract)
             if reason is not None:
+                if self.contract in check.contracts:  # too few devices: the run did not judge it
+                    record.left_out = [reason.removeprefix("not applicable: ")]
                 self._skip(record, Status.NOT_APPLICABLE, reason)
             broken = self.broken_probe(check)
             if broken is not None:
@@ -346,7 +348,9 @@ class Kit:
                         self._run_schedule(check, record, inconclusive)
                     self._run_hypothesis(check, record, inconclusive)
                     if inconclusive:
+                        record.left_out = [f"inconclusive: {inconclusive[0]}", *self._left_out(check, record)]
                         self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {inconclusive[0]}")
+            record.left_out = self._left_out(check, record)
             record.status = Status.PASSED
             return record
         except CheckFailure as failure:
@@ -529,6 +533,26 @@ class Kit:
         finally:
             self.in_schedule = False
         record.unvisited = self._unvisited(check.id, record, cells)
+
+    def _left_out(self, check: Check, record: CheckVerdict) -> list[str]:
+        """What of a passing check's domain this run did not judge: the meshes its devices are too
+        few for (full contract), and cells no input was judged in.  Any of it makes the run PARTIAL."""
+        import jax
+
+        left: list[str] = []
+        count = len(jax.devices())
+        axes = check.domain.axes if check.domain is not None else None
+        if self.contract is Contract.FULL and not check.gate:
+            kinds = (axes.meshes if axes is not None else None) or coverage.MESHES
+            short = {k: coverage.MESH_DEVICES[k] for k in kinds if coverage.MESH_DEVICES[k] > count}
+            if short:
+                kinds_text = " and ".join(
+                    f"{coverage.MESH_NAMES[k]} meshes (need {n} devices)" for k, n in short.items()
+                )
+                left.append(f"inputs on {kinds_text}: {count} available (--devices)")
+        if record.unvisited:
+            left.append(f"{len(record.unvisited)} cell(s) of its domain got no judged input (listed below)")
+        return left
 
     def _unvisited(self, check_id: str, record: CheckVerdict, cells: Any) -> list[str]:
         """The cells no input of which was judged; JAX's known bugs' cells are counted apart."""

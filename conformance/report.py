@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import conformance
+from conformance.devices import DEFAULT_DEVICES
 from conformance.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
 
 SCHEMA_VERSION = 1
@@ -132,6 +133,7 @@ def to_json(report: Report) -> dict[str, Any]:
             "conforming": report.conforming,
             "counts": report.counts(),
             "xfails": dict(report.xfails),
+            "left_out": {r.id: list(r.left_out) for r in every if r.left_out},
         },
         "timing": {**totals, "seconds_in_impl": round(totals["seconds_in_impl"], 3)},
         "checks": [
@@ -159,6 +161,7 @@ def to_json(report: Report) -> dict[str, Any]:
                     "pairs": {k: list(v) for k, v in sorted(r.pairs.items())},
                 },
                 "histories": dict(r.histories),
+                "left_out": list(r.left_out),
             }
             for r in every
         ],
@@ -174,8 +177,13 @@ def headline(report: Report) -> str:
     if verdict is RunVerdict.CONFORMING and report.xfails:
         listed = sum(r.status is Status.XFAILED for r in every)
         text += f", with {listed} expected failure(s) listed in --xfail-file"
-    elif verdict is RunVerdict.PARTIAL:
+    elif verdict is RunVerdict.PARTIAL and reached < len(every):
         text += f": {reached} of {len(every)} checks reached a verdict; this run does not show conformance"
+    elif verdict is RunVerdict.PARTIAL:
+        text += (
+            f": the whole contract was not judged -- {left_out_summary(report)}; "
+            f"this run does not show conformance"
+        )
     elif verdict is RunVerdict.KIT_ERROR:
         errors = [r.id for r in every if r.status is Status.KIT_ERROR]
         text += (
@@ -188,6 +196,41 @@ def headline(report: Report) -> str:
     return text
 
 
+def left_out_summary(report: Report) -> str:
+    """What the run left out, in a few words per reason (each check's ``left_out`` has it whole)."""
+    devices, meshes, inconclusive, cells = [], [], [], []
+    for r in report.ordered():
+        for line in r.left_out:
+            if line.startswith("needs "):
+                devices.append(r.id)
+            elif line.startswith("inputs on "):
+                meshes.append(r.id)
+            elif line.startswith("inconclusive"):
+                inconclusive.append(r.id)
+            else:
+                cells.append(r.id)
+    parts = []
+    if devices:
+        parts.append(f"{len(devices)} check(s) need more devices than the {report.devices} there are")
+    if meshes:
+        parts.append(f"{len(meshes)} check(s) lack the meshes {report.devices} device(s) cannot make")
+    if inconclusive:
+        parts.append(f"inconclusive: {', '.join(inconclusive)}")
+    if cells:
+        parts.append(f"cells with no judged input: {', '.join(cells)}")
+    if devices or meshes:
+        parts.append(f"a forced-CPU run with --devices {DEFAULT_DEVICES} judges them")
+    return "; ".join(parts)
+
+
+def left_out_lines(report: Report) -> list[str]:
+    """Markdown: each check's left-out part of its domain, and why (the run is then PARTIAL)."""
+    rows = [f"- `{r.id}`: {line}" for r in report.ordered() for line in r.left_out]
+    if not rows:
+        return []
+    return ["Left out of this run (so it is PARTIAL, exit 2, not CONFORMING):", *rows, ""]
+
+
 def markdown(report: Report) -> str:
     lines = [
         f"**pjit_double conformance: {headline(report)}** -- `{report.spec}`, contract `{report.contract}`, "
@@ -196,6 +239,7 @@ def markdown(report: Report) -> str:
         f"Environment: {environment_line(report)}",
         "",
     ]
+    lines += left_out_lines(report)
     if report.xfails:
         lines.append("Expected failures (--xfail-file):")
         lines += [f"- `{check_id}`: {reason}" for check_id, reason in report.xfails.items()]
@@ -263,6 +307,8 @@ def coverage_table(report: Report) -> list[str]:
         lines += ["", f"Cells left unvisited ({len(unvisited)}):", *unvisited[:50]]
         if len(unvisited) > 50:
             lines.append(f"- ... and {len(unvisited) - 50} more (the JSON report lists them all)")
+    elif any(r.left_out for r in report.ordered()):
+        lines += ["", f"Every cell {report.devices} device(s) can make was visited; the rest was left out."]
     elif any(r.not_judged for r in rows):
         lines += ["", "Every other cell of every check's domain was visited (not judged: below)."]
     elif any(r.cells for r in rows):

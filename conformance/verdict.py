@@ -13,11 +13,14 @@ from whether every check of the contract reached one:
 * ``NOT_CONFORMING`` -- a check failed or crashed (or a listed xfail passed);
 * ``KIT_ERROR`` -- none failed, but the kit could not judge some check on the
   installed versions (a probe of ``internals.self_test`` failed);
-* ``PARTIAL`` -- none failed, but some check of the contract has no verdict
-  (the run was interrupted, ``--check`` chose a subset, ``--case`` replayed
-  one example, a check was not run);
-* ``CONFORMING`` -- every check of the contract passed, xfailed as listed,
-  was not applicable, or was inconclusive for a stated reason.
+* ``PARTIAL`` -- none failed, but the whole contract was not judged: some
+  check of the contract has no verdict (the run was interrupted, ``--check``
+  chose a subset, ``--case`` replayed one example, a check was not run), or
+  some check left part of its domain out (``CheckVerdict.left_out``: too few
+  devices for a check or for some of its meshes, an inconclusive check, a
+  cell no input was judged in);
+* ``CONFORMING`` -- every check of the contract passed (or xfailed as listed)
+  over its whole domain, or is not in the run's contract.
 """
 
 from __future__ import annotations
@@ -99,6 +102,10 @@ class CheckVerdict:
     pairs: dict[str, list[int]] = field(default_factory=dict)
     # Histories of calls (history.py): what the search reached (histories, steps, revisits, ...).
     histories: dict[str, int] = field(default_factory=dict)
+    # What of the check's domain this run did not judge, and why, one line each (too few devices for
+    # the check or for some of its meshes, inconclusive, cells no input was judged in).  Any line
+    # makes the run PARTIAL: exit 0 says the whole contract was judged.
+    left_out: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -121,5 +128,7 @@ def run_verdict(verdicts: list[CheckVerdict], expected: list[str]) -> RunVerdict
         return RunVerdict.KIT_ERROR
     reached = {v.id for v in verdicts if v.status in REACHED}
     if not expected or any(check_id not in reached for check_id in expected):
+        return RunVerdict.PARTIAL
+    if any(v.left_out for v in verdicts):
         return RunVerdict.PARTIAL
     return RunVerdict.CONFORMING

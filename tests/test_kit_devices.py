@@ -192,3 +192,58 @@ def test_a_backend_that_cannot_start_is_one_line_with_a_hint(
 
     monkeypatch.setenv("JAX_PLATFORMS", platforms)
     assert _backend_failure(error) == expected
+
+
+# ---------------------------------------------------------------------------
+# Too few devices: the run says what it left out, and exit 0 never claims it judged it
+
+CACHED_ON_SHAPE = ["--impl", "tests/mutants/cache_by_mesh_shape.py:pjit_double"]
+
+
+@pytest.mark.background(
+    "devices-1-shape-cache",
+    [
+        *PYTEST,
+        "-p",
+        "no:cacheprovider",
+        *CACHED_ON_SHAPE,
+        "--devices",
+        "1",
+        "--conformance-report",
+        "{tmp}/d1.json",
+    ],
+)
+def test_one_device_is_partial_never_conforming_and_its_header_says_why(bg_run, background) -> None:
+    # The mutant reuses a same-shaped mesh's jit: one device cannot show it, so no verdict may say
+    # CONFORMING: the run is PARTIAL (exit 2), and the header names what was left out and why.
+    assert bg_run.returncode == 2, bg_run
+    header = [line for line in bg_run.stdout.splitlines() if line.startswith("**pjit_double conformance:")]
+    assert header and "PARTIAL: the whole contract was not judged" in header[0], bg_run
+    assert "need more devices than the 1 there are" in header[0], bg_run
+    assert "a forced-CPU run with --devices 8 judges them" in header[0], bg_run
+    assert "Every cell of every check's domain was visited" not in bg_run.stdout, bg_run
+    report = json.loads((background.tmp / "d1.json").read_text())
+    assert report["verdict"]["status"] == "partial" and report["verdict"]["conforming"] is False
+    left = report["verdict"]["left_out"]
+    assert left["divisibility.no-false-error"] == ["needs 4 devices, 1 available (--devices)"], left
+    assert any(
+        "2-D (both axes of 2+ devices) meshes (need 4 devices)" in line for line in left["layout.mesh"]
+    )
+
+
+@pytest.mark.background(
+    "devices-8-shape-cache",
+    [
+        *PYTEST,
+        "-p",
+        "no:cacheprovider",
+        *CACHED_ON_SHAPE,
+        "--check",
+        "layout.mesh",
+        "--hypothesis-profile",
+        "ci",
+    ],
+)
+def test_eight_devices_find_the_same_implementation_broken_and_name_it(bg_run) -> None:
+    assert bg_run.returncode == 1, bg_run
+    assert "[layout.mesh] the result does not have the requested layout" in bg_run.stdout, bg_run

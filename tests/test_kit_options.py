@@ -66,13 +66,22 @@ ROWS: dict[str, Row] = {
     # --devices
     "devices-0": usage("--devices", "0", error=r"^--devices must be at least 1, got 0$"),
     "devices-negative": usage("--devices=-3", error=r"^--devices must be at least 1, got -3$"),
+    # Too few devices for the whole contract: it runs, and is PARTIAL (exit 2), saying why.
     "devices-1-works": works(
         "-rA",
         "--devices",
         "1",
-        output=r"(?s)^(?=.*not applicable: needs 2 devices)(?=.*not applicable: needs 4 devices)",
+        output=r"(?s)^(?=.*not applicable: needs 2 devices)(?=.*not applicable: needs 4 devices)"
+        r"(?=.*conformance: PARTIAL: the whole contract was not judged -- 2 check\(s\) need more devices)",
+        status=2,
     ),
-    "devices-3-works": works("-rA", "--devices", "3", output=r"not applicable: needs 4 devices"),
+    "devices-3-works": works(
+        "-rA",
+        "--devices",
+        "3",
+        output=r"(?s)not applicable: needs 4 devices.*lack the meshes 3 device\(s\) cannot make",
+        status=2,
+    ),
     # --call-timeout
     **{
         f"call-timeout-{value}": usage(
