@@ -286,6 +286,19 @@ def api_mesh_keyword(kit: Any, _: Case | None) -> None:
         del outcome  # results may be huge: one alive at a time
         if error is not None:
             error = error.splitlines()[0]
+            # Blame `mesh` only if the same x without it goes through.
+            plain = Case(_SMOKE.copy())
+            _, without = kit.call(plain)
+            if without.error is not None:
+                kit.fail(
+                    "pjit_double raised with the mesh keyword and without it",
+                    case,
+                    expected="pjit_double(x) and pjit_double(x, mesh=...) to return the doubled x",
+                    got=f"with mesh=: {error}; without: "
+                    + one_line(f"{type(without.error).__name__}: {without.error}"),
+                    hint="the failure is not about `mesh`: pjit_double(x) raises now for the small float32 "
+                    "vector it doubled in call.smoke -- does an earlier call leave state behind?",
+                )
             kit.fail(
                 "the call with the mesh keyword raised: `mesh` is not supported",
                 case,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import numpy as np
@@ -82,18 +83,24 @@ def _indivisible(case: Case, _: Contract) -> bool:
 # Strategies
 
 
+def _cases(contract: Contract, **options: Any) -> st.SearchStrategy[Case]:
+    """The library's ``cases`` over the devices the kit has, one of them too: the kit itself says what a
+    run on too few devices leaves out (kit.py), where a user's test would be refused one device."""
+    return cst.cases(contract=contract, devices=jax.devices(), **options)
+
+
 def _placed(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, any_placement=contract is Contract.FULL)
+    return _cases(contract, any_placement=contract is Contract.FULL)
 
 
 def _placed_float32(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, dtypes_from=["float32"], any_placement=contract is Contract.FULL)
+    return _cases(contract, dtypes_from=["float32"], any_placement=contract is Contract.FULL)
 
 
 def _placed_default_mesh(contract: Contract) -> st.SearchStrategy[Case]:
     if contract is Contract.SEED:
-        return cst.cases(contract=contract)
-    return cst.cases(contract=contract, mesh_args=("omit", "none"), any_placement=True)
+        return _cases(contract)
+    return _cases(contract, mesh_args=("omit", "none"), any_placement=True)
 
 
 def _on_meshes(contract: Contract, meshes: st.SearchStrategy[Mesh]) -> st.SearchStrategy[Case]:
@@ -106,7 +113,7 @@ def _on_meshes(contract: Contract, meshes: st.SearchStrategy[Mesh]) -> st.Search
             placement = ("sharded", placement[1], "replicated")
         return Case(case.values[:n], mesh, "mesh", placement)
 
-    return st.builds(fit, cst.cases(contract=contract, mesh_args=("mesh",), any_placement=True), meshes)
+    return st.builds(fit, _cases(contract, mesh_args=("mesh",), any_placement=True), meshes)
 
 
 SPLIT_2D_DEVICES = 4  # the smallest mesh with two axes of 2+ devices
@@ -115,19 +122,19 @@ SPLIT_2D_DEVICES = 4  # the smallest mesh with two axes of 2+ devices
 def _placed_explicit_mesh(contract: Contract) -> st.SearchStrategy[Case]:
     # Any mesh, or (as often) one whose two axes both have several devices: a
     # layout over the wrong axis, or over every device, shows only there.
-    any_mesh = cst.cases(contract=contract, mesh_args=("mesh",), any_placement=True)
+    any_mesh = _cases(contract, mesh_args=("mesh",), any_placement=True)
     if len(jax.devices()) < SPLIT_2D_DEVICES:
         return any_mesh  # no such mesh on fewer devices: any mesh there is
     return st.one_of(any_mesh, _on_meshes(contract, cst.meshes(kind="2d")))
 
 
 def _placed_indivisible(contract: Contract) -> st.SearchStrategy[Case]:
-    return cst.cases(contract=contract, divisible=False, any_placement=True)
+    return _cases(contract, divisible=False, any_placement=True)
 
 
 def _placed_split_2d(contract: Contract) -> st.SearchStrategy[Case]:
     if contract is Contract.SEED:
-        return cst.cases(contract=contract, dtypes_from=["float32"])
+        return _cases(contract, dtypes_from=["float32"])
     # The data axis is a strict part of the mesh: a length the data axis
     # divides but the whole mesh does not is the classic trap.
     return _on_meshes(contract, cst.meshes(kind="2d"))

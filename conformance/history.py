@@ -19,6 +19,16 @@ fails.  Two rules make the steps:
 * ``revisit``: an earlier call's (shape, dtype, mesh) again, with new values
   and any placement.
 
+A history then ends with a ``recall`` of every (shape, dtype, mesh) it
+reached, least recently used first (what a bounded cache evicts first), each
+called where its last x lived and, for a NumPy or uncommitted x, placed the
+other of those two ways (``twins``; JAX's jit keeps one executable for both);
+without a mesh, also with the other way of passing none.  Where the rules
+leave it to chance whether a revisit comes after an eviction, or of a 16-bit
+dtype, or of a NumPy input as an uncommitted one, the recall makes it certain
+for every key the history reached; for a correct implementation it compiles
+nothing and costs calls only.
+
 After every step the kit judges (``judge_step``, from checks.py): the result's
 values (an earlier call's result handed back fails here), dtype and layout;
 and compiles (``compile_allowed``): a call whose (shape, dtype, mesh) came
@@ -95,6 +105,19 @@ def _kind(argument: Any) -> Any:
     return "host or uncommitted" if argument in ("numpy", "uncommitted") else argument
 
 
+def twins(case: Case) -> list[Case]:
+    """``case`` passed in the other ways JAX's jit treats alike (``recall``): a NumPy x as an
+    uncommitted one and the other way round; no mesh omitted as ``mesh=None`` and the other way
+    round.  Values unchanged (the caller gives new ones)."""
+    out = []
+    if case.placement[0] in ("numpy", "uncommitted"):
+        other = ("uncommitted",) if case.placement[0] == "numpy" else ("numpy",)
+        out.append(Case(case.values, case.mesh, case.mesh_arg, other))
+    if case.mesh is None:
+        out.append(Case(case.values, None, "none" if case.mesh_arg == "omit" else "omit", case.placement))
+    return out
+
+
 def compile_allowed(argument: Any, seen: list[Any]) -> bool:
     """May a call whose (shape, dtype, mesh) came before compile its own code (JAX's programs for
     moving ``x`` are never counted: internals.JAX_MOVE_PROGRAMS)?  Only where JAX's jit does:
@@ -156,7 +179,7 @@ def move(how: str, base: Mesh | None, draw: Callable[..., Any]) -> Mesh | None:
     if how == "again":
         return base
     if how == "new":
-        return draw(cst.meshes())
+        return draw(cst.meshes(devices=jax.devices()))
     if how == "rebuilt":  # Mesh objects are interned: a cache keyed on id(mesh) must still find it
         return None if base is None else make_mesh(ids, tuple(base.devices.shape), tuple(base.axis_names))
     if how == "names-swapped":  # the same device ids, the axes renamed or reshaped
@@ -211,11 +234,15 @@ class _Histories(RuleBasedStateMachine):
         self.steps: list[Case] = []
         self.meshes: list[Mesh | None] = [None]
         self.order: list[tuple[Any, str]] = []  # (mesh, dtype) keys, in order of first use
+        self.failing = False  # a step raised: no recall after it
         self.session.reach.histories += 1
 
     def _step(self, case: Case, how: str) -> None:
         reach = self.session.reach
-        if not self.session.judge_step(self.steps, case):
+        self.failing = True
+        judged = self.session.judge_step(self.steps, case)
+        self.failing = False
+        if not judged:
             return
         self.steps.append(case)
         reach.steps += 1
@@ -254,6 +281,24 @@ class _Histories(RuleBasedStateMachine):
     def revisit(self, pick: int, data: st.DataObject) -> None:
         earlier = self.steps[pick % len(self.steps)]  # shrinks to the oldest call, which caches evict first
         self._step(self._case(earlier.mesh, earlier.dtype, earlier.n, data), "revisit")
+
+    def teardown(self) -> None:
+        """The ``recall``: every key of the history again, least recently used first, where its
+        last x lived and its ``twins``, with new values (seeded by the history's length: the
+        same history recalls the same values).  Not after a failed step (its failure stands)."""
+        if self.failing:
+            return
+        last: dict[Key, Case] = {}
+        for case in self.steps:
+            last.pop(call_key(case), None)  # most recently used last
+            last[call_key(case)] = case
+        rng = np.random.default_rng(len(self.steps))
+        for case in list(last.values()):
+            for again in (case, *twins(case)):
+                self._step(
+                    Case(values_from(rng, case.dtype, case.n), again.mesh, again.mesh_arg, again.placement),
+                    "recall",
+                )
 
 
 def search(

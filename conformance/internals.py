@@ -42,6 +42,25 @@ def leave_hypothesis_unrewritten() -> None:
             getattr(finder, "_marked_for_rewrite_cache", {}).clear()
 
 
+def move_pytest_cache(config: Any, folder: str) -> None:
+    """pytest's own cache (``.pytest_cache``, written as a run ends) goes to ``folder``.
+
+    pytest reads its ``cache_dir`` once, as it starts, and has no public way to move it later; its
+    (private) ``Cache`` made for another folder takes the place of ``config.cache``.  Where that
+    is not there, the cache stays where pytest put it.
+    """
+    if getattr(config, "cache", None) is None:
+        return
+    try:
+        from pathlib import Path
+
+        from _pytest.cacheprovider import Cache
+
+        config.cache = Cache(Path(folder), config, _ispytest=True)
+    except Exception:  # noqa: BLE001 -- another pytest: leave its cache alone
+        return
+
+
 def _worker_popen(node: Any) -> subprocess.Popen[bytes] | None:
     """The ``subprocess.Popen`` of a pytest-xdist worker (execnet's private ``_io.popen``)."""
     popen = getattr(getattr(getattr(node, "gateway", None), "_io", None), "popen", None)

@@ -328,6 +328,11 @@ class Kit:
                 pytest.fail(broken, pytrace=False)
             if check.gate:
                 record.examples = 1
+                for gate in gates_for(self.contract)[
+                    : [g.id for g in gates_for(self.contract)].index(check_id)
+                ]:
+                    if self.gate_failure(gate.id) is not None:  # its failure is not this gate's to name
+                        self._skip(record, Status.NOT_RUN, f"not run: gate check {gate.id} failed")
                 failure = self.gate_failure(check_id)
                 if failure is not None:
                     raise failure
@@ -607,11 +612,14 @@ class Kit:
         self.in_schedule = True
         try:
             group: list[Case] = []
-            for cell in every:
+            log = self.runner.call_log
+            for done_cells, cell in enumerate(every):
                 if all(f.failure is not None for f in findings.values()):
                     break  # every check has its verdict: the rest of the schedule changes nothing
                 case = self.schedule.case(cell)
                 if group and (group[0].dtype, group[0].mesh, group[0].n) != (case.dtype, case.mesh, case.n):
+                    if log is not None:  # the watching process shows it in a piped run (supervise.py)
+                        log.progress("the covering schedule's shared pass", done_cells, len(every), "cells")
                     for done in group:
                         self.pool.forget(done)
                     group = []
@@ -661,6 +669,8 @@ class Kit:
 
     def _shrink(self, check: Check, record: CheckVerdict, cell: coverage.Cell, failing: Case) -> None:
         """Look for the failure again in ``cell``, with lengths up to the failing one; raise the smallest."""
+        import jax
+
         assert check.domain is not None
         domain = check.domain
         strategy = draw_cases(
@@ -670,6 +680,7 @@ class Kit:
             placement_kinds=None if self.contract is Contract.SEED else [cell.placement],
             divisible=domain.divisible,
             max_length=failing.n,
+            devices=jax.devices(),
         ).filter(lambda case: domain.accepts(case, self.contract))
         options = self.hypothesis_options(check)
         options.update(max_examples=SHRINK_EXAMPLES, database=None)

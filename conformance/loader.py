@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
@@ -53,6 +54,21 @@ def choose_spec(cli_value: str | None) -> str:
     return DEFAULT_SPEC
 
 
+def spec_origin(cli_value: str | None) -> str:
+    """Where ``choose_spec`` found the spec: ``--impl``, or the environment variable's name."""
+    if cli_value is None and os.environ.get(ENV_VAR) is not None:
+        return ENV_VAR
+    return "--impl"
+
+
+def spec_label(spec: str, origin: str = "--impl") -> str:
+    """How messages name the spec: ``--impl SPEC``, or ``CONFORMANCE_IMPL=SPEC (the environment
+    variable)`` where it came from there, so that the user knows what to fix."""
+    if origin == ENV_VAR:
+        return f"{ENV_VAR}={spec} (the environment variable; --impl was not given)"
+    return f"--impl {spec}"
+
+
 def _cause(exc: BaseException) -> str:
     """One line for an exception raised while importing user code."""
     if isinstance(exc, SyntaxError):
@@ -64,56 +80,68 @@ def _cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}{where}"
 
 
-def _load_file(spec: str, path_text: str) -> ModuleType:
+def _load_file(label: str, path_text: str) -> ModuleType:
     path = Path(path_text).expanduser().resolve()
     if not path.is_file():
-        raise ImplSpecError(f"--impl {spec}: file not found: {path}")
+        raise ImplSpecError(f"{label}: file not found: {path}")
     # A stable, unique module name, so two files called impl.py do not clash.
     name = f"_conformance_impl_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
     module_spec = importlib.util.spec_from_file_location(name, path)
     if module_spec is None or module_spec.loader is None:
-        raise ImplSpecError(f"--impl {spec}: cannot load {path} as Python")
+        raise ImplSpecError(f"{label}: cannot load {path} as Python")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 -- any failure in user code is the cause
         del sys.modules[name]
-        raise ImplSpecError(f"--impl {spec}: importing {path} failed: {_cause(exc)}") from None
+        raise ImplSpecError(f"{label}: importing {path} failed: {_cause(exc)}") from None
     return module
 
 
-def _load_module(spec: str, name: str) -> ModuleType:
+def _load_module(label: str, name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         missing = exc.name or ""
         if name == missing or name.startswith(missing + "."):
-            raise ImplSpecError(f"--impl {spec}: module not found: {name!r}") from None
-        raise ImplSpecError(f"--impl {spec}: importing {name} failed: {_cause(exc)}") from None
+            raise ImplSpecError(f"{label}: module not found: {name!r}") from None
+        raise ImplSpecError(f"{label}: importing {name} failed: {_cause(exc)}") from None
     except BaseException as exc:  # noqa: BLE001
-        raise ImplSpecError(f"--impl {spec}: importing {name} failed: {_cause(exc)}") from None
+        raise ImplSpecError(f"{label}: importing {name} failed: {_cause(exc)}") from None
 
 
-def load_impl(spec: str) -> Callable[..., Any]:
-    """Import the module or file named by ``spec`` and return its callable."""
+def load_impl(spec: str, origin: str = "--impl") -> Callable[..., Any]:
+    """Import the module or file named by ``spec`` and return its callable (not a class).
+
+    ``origin`` (``spec_origin``) is where the spec came from, for the messages.
+    """
+    label = spec_label(spec, origin)
     where, colon, attr_path = spec.rpartition(":")
     if not colon or not where or not attr_path:
-        raise ImplSpecError(
-            f"--impl {spec}: expected MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)"
-        )
+        raise ImplSpecError(f"{label}: expected MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)")
     is_file = where.endswith(".py") or os.sep in where or "/" in where
-    module = _load_file(spec, where) if is_file else _load_module(spec, where)
+    if not is_file and ":" in where:
+        raise ImplSpecError(
+            f"{label}: more than one ':'; a spec is MODULE:ATTR or path/to/file.py:ATTR, one ':' before "
+            f"the attribute (dots for an attribute's attribute: mypkg:obj.method)"
+        )
+    module = _load_file(label, where) if is_file else _load_module(label, where)
     target: Any = module
     for part in attr_path.split("."):
         try:
             target = getattr(target, part)
         except AttributeError:
-            raise ImplSpecError(f"--impl {spec}: {where} has no attribute {attr_path!r}") from None
+            raise ImplSpecError(f"{label}: {where} has no attribute {attr_path!r}") from None
         except BaseException as exc:  # noqa: BLE001 -- a property that raises
-            raise ImplSpecError(f"--impl {spec}: getting {attr_path} raised {_cause(exc)}") from None
+            raise ImplSpecError(f"{label}: getting {attr_path} raised {_cause(exc)}") from None
     if not callable(target):
-        raise ImplSpecError(f"--impl {spec}: {attr_path} is a {type(target).__name__}, not a callable")
+        raise ImplSpecError(f"{label}: {attr_path} is a {type(target).__name__}, not a callable")
+    if inspect.isclass(target):
+        raise ImplSpecError(
+            f"{label}: {attr_path} is a class: calling it makes an instance, not the doubled array; "
+            f"name a function, a callable instance or a method (mypkg:obj.method)"
+        )
     return target
 
 

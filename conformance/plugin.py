@@ -175,13 +175,20 @@ def _configure_host_devices(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def host_devices() -> list[Any]:
+def host_devices(request: pytest.FixtureRequest) -> list[Any]:
     """The devices of this run: N forced CPU devices with ``--host-devices N`` (or the
     ``host_devices`` ini value), else whatever JAX has.  Made before any test module was
-    imported; a backend already started with another count is a usage error, not fewer devices."""
+    imported; a backend already started with another count is a usage error, not fewer devices.
+    One device that nobody asked for fails the test that asks for them: a test of sharding on one
+    device passes whatever the layout (``--host-devices 1`` asks for one on purpose)."""
     import jax
 
-    return list(jax.devices())
+    found = list(jax.devices())
+    if len(found) < 2 and host_device_count(request.config) is None:
+        from conformance.strategies import one_device_only
+
+        pytest.fail(one_device_only("the host_devices fixture"), pytrace=False)
+    return found
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -229,6 +236,15 @@ def _supervised(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "tx", None)) and getattr(config.option, "dist", "no") != "no"
 
 
+def _leave_usage_summary(config: pytest.Config, error: pytest.UsageError) -> None:
+    """A run of the suite that stops at a usage error leaves its one line at a ``.md`` report path."""
+    path = config.getoption("--conformance-report")
+    if path and _targets_kit(config):
+        from conformance.report import write_usage_error
+
+        write_usage_error(str(error), path)
+
+
 class _SupervisionHooks:
     """Hooks that must run around or beside pytest-xdist's own (supervise.py says why)."""
 
@@ -237,7 +253,11 @@ class _SupervisionHooks:
         if _targets_kit(config) and not config.getoption("--list-checks"):
             from conformance import options
 
-            options.validate(config)  # every option, before anything runs
+            try:
+                options.validate(config)  # every option, before anything runs
+            except pytest.UsageError as error:
+                _leave_usage_summary(config, error)
+                raise
         # Before pytest-xdist reads -n: a run of the suite gets one worker to watch,
         # unless it asked for workers itself, for none (-n 0), or runs as one
         # process of a multi-process job (--distributed: conformance.launch watches).
@@ -256,8 +276,11 @@ class _SupervisionHooks:
             from conformance.supervise import Probe
 
             # Load --impl in a child while this process starts up (it never loads it itself).
-            spec = loader.choose_spec(config.getoption("--impl"))
-            config.stash[PROBE_KEY] = Probe.start(spec, config.getoption("--devices"))
+            cli = config.getoption("--impl")
+            spec = loader.choose_spec(cli)
+            config.stash[PROBE_KEY] = Probe.start(
+                spec, config.getoption("--devices"), loader.spec_origin(cli)
+            )
         if (
             hasattr(config.option, "maxworkerrestart")
             and config.option.maxworkerrestart is None
@@ -270,6 +293,9 @@ class _SupervisionHooks:
             config.option.maxworkerrestart = str(2 * len(CHECKS))
         try:
             return (yield)
+        except pytest.UsageError as error:
+            _leave_usage_summary(config, error)
+            raise
         finally:
             probe = config.stash.get(PROBE_KEY, None)
             if probe is not None:
@@ -340,6 +366,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "conformance package)"
         )
     _keep_hypothesis_out_of_the_working_directory()
+    _keep_pytest_cache_out_of_the_users_folder(config)
     spec = loader.choose_spec(config.getoption("--impl"))
     if _supervised(config) and not hasattr(config, "workerinput"):
         _configure_controller(config, spec)
@@ -351,20 +378,32 @@ def pytest_configure(config: pytest.Config) -> None:
     gc.freeze()
 
 
+def _cache_root() -> str:
+    """``$CONFORMANCE_CACHE_DIR``, else ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/pjit-double-conformance``."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("CONFORMANCE_CACHE_DIR") or os.path.join(cache, "pjit-double-conformance")
+
+
 def _keep_hypothesis_out_of_the_working_directory() -> None:
     """Hypothesis's files (example database, caches) go to the user's cache folder, not ./.hypothesis.
 
-    ``$HYPOTHESIS_STORAGE_DIRECTORY`` still wins; else ``$CONFORMANCE_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/pjit-double-conformance/hypothesis``.  The ``ci``
+    ``$HYPOTHESIS_STORAGE_DIRECTORY`` still wins; else ``_cache_root()/hypothesis``.  The ``ci``
     profile keeps no example database at all.
     """
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         return
     from hypothesis.configuration import set_hypothesis_home_dir
 
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    root = os.environ.get("CONFORMANCE_CACHE_DIR") or os.path.join(cache, "pjit-double-conformance")
-    set_hypothesis_home_dir(os.path.join(root, "hypothesis"))
+    set_hypothesis_home_dir(os.path.join(_cache_root(), "hypothesis"))
+
+
+def _keep_pytest_cache_out_of_the_users_folder(config: pytest.Config) -> None:
+    """A run of the suite from outside the kit's own checkout leaves no ``.pytest_cache`` there:
+    pytest's cache goes to ``_cache_root()/pytest``."""
+    root = Path(config.rootpath).resolve()
+    if root == PACKAGE_DIR.parent or PACKAGE_DIR.parent in root.parents:
+        return  # the kit's own checkout: its .pytest_cache is ignored by git
+    internals.move_pytest_cache(config, os.path.join(_cache_root(), "pytest"))
 
 
 SCHEDULE_SEED = "conformance_schedule_seed"  # in a pytest-xdist worker's workerinput
@@ -421,11 +460,12 @@ def _configure_controller(config: pytest.Config, spec: str) -> None:
     from conformance.supervise import Probe, Supervisor
 
     timeout = config.getoption("--call-timeout")
-    probe = config.stash.get(PROBE_KEY, None) or Probe.start(spec, config.getoption("--devices"))
+    origin = loader.spec_origin(config.getoption("--impl"))
+    probe = config.stash.get(PROBE_KEY, None) or Probe.start(spec, config.getoption("--devices"), origin)
     found = probe.result(timeout=max(60.0, timeout))
     report = _new_report(config, spec, found.impl_version, found.devices)
     report.backend, report.device_kind, report.supervised = found.backend, found.device_kind, True
-    supervisor = Supervisor(timeout=timeout)
+    supervisor = Supervisor(timeout=timeout, show_progress=not sys.stdout.isatty())
     supervisor.start()
     config.stash[SUPERVISOR_KEY] = supervisor
 
@@ -457,7 +497,7 @@ def _configure_checks(config: pytest.Config, spec: str) -> None:
     except devices.DeviceSetupError as exc:
         raise pytest.UsageError(f"conformance: {exc}") from None
     try:
-        impl = loader.load_impl(spec)
+        impl = loader.load_impl(spec, loader.spec_origin(config.getoption("--impl")))
     except loader.ImplSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
     from conformance.contract import Contract

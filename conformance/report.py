@@ -251,7 +251,30 @@ def markdown(report: Report) -> str:
     for r in report.ordered():
         counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
         lines.append(f"| `{r.id}` | {r.status.value} | {counts} | {r.seconds:.2f} s |")
-    return "\n".join(lines + ["", *coverage_table(report)]) + "\n"
+    return "\n".join(lines + ["", *failure_blocks(report), *coverage_table(report)]) + "\n"
+
+
+def failure_blocks(report: Report) -> list[str]:
+    """Markdown: each failed or crashed check's block (summary, input, expected, got, hint, rerun), as
+    the terminal shows it: a CI job summary made of this file is enough to act on."""
+    lines: list[str] = []
+    for r in report.ordered():
+        if r.status in BROKEN and r.message:
+            lines += [f"Failure of `{r.id}`:", "", "```", *r.message.splitlines(), "```", ""]
+    return lines
+
+
+def write_usage_error(message: str, path: str) -> None:
+    """A run that stopped at a usage error still leaves a one-line summary at a ``.md`` report path
+    (the JSON report is only written by a run that judged something)."""
+    target = Path(path)
+    if target.suffix != ".md":
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"**pjit_double conformance: USAGE ERROR (exit 4)** -- {message}\n")
+    except OSError:
+        pass  # the path itself may be what the usage error is about
 
 
 def environment_line(report: Report) -> str:

@@ -20,7 +20,10 @@ Every strategy is a small keyword-argument function that checks its
 arguments when called (``InvalidArgument``).  Meshes and arrays read
 ``jax.devices()`` when drawn, not when built, so building a strategy never
 starts JAX's backend; too few devices is an ``InvalidArgument`` that says
-how to get more (``pytest --host-devices N``).
+how to get more (``pytest --host-devices N``).  So is a mesh strategy that
+could draw only one-device meshes (JAX has one device) when the test did not
+ask for one device itself (``max_size=1``, or ``devices=`` a list of one):
+a test of sharding on one device passes whatever the layout.
 """
 
 from __future__ import annotations
@@ -370,7 +373,9 @@ def meshes(
 
     The devices are counted when drawing, so building a strategy never
     starts JAX's backend; too few of them is an ``InvalidArgument`` that
-    says how to get more (``--host-devices``).
+    says how to get more (``--host-devices``).  One device is too few unless
+    the test asks for one-device meshes itself: ``max_size=1``, or
+    ``devices=`` a list of one.
 
     >>> meshes(axis_names=("batch", "model"), min_axis_size=2)  # doctest: +ELLIPSIS
     ...
@@ -422,6 +427,7 @@ def meshes(
         min_axis_size=min_axis_size,
         data_one=kind == "2d-data1",
         axis_names=None if axis_names is None else tuple(axis_names),
+        one_device_asked=devices is not None or max_size == 1,
     )
 
 
@@ -437,12 +443,23 @@ def _shapes(size: int, ndim: int, least: int) -> list[tuple[int, ...]]:
     return [(a, *rest) for a in _divisors(size) if a >= least for rest in _shapes(size // a, ndim - 1, least)]
 
 
+HOW_TO_GET_DEVICES = (
+    "For N forced CPU devices, run pytest with --host-devices N (or host_devices = N in its "
+    "configuration), or call conformance.devices.ensure_host_devices(N) before anything starts JAX's backend"
+)
+
+
 def too_few_devices(what: str, wanted: int, have: int) -> str:
     """The message for a strategy that needs more devices than JAX has: how to get them."""
+    return f"{what} needs {wanted} devices, but JAX has {have} devices. {HOW_TO_GET_DEVICES}"
+
+
+def one_device_only(what: str) -> str:
+    """The message for a strategy or fixture that could give only one device, unasked."""
     return (
-        f"{what} needs {wanted} devices, but JAX has {have} devices. For N forced CPU devices, run pytest "
-        f"with --host-devices N (or host_devices = N in its configuration), or call "
-        f"conformance.devices.ensure_host_devices(N) before anything starts JAX's backend"
+        f"{what} would test on one device only: JAX has 1 device, and a test of sharding on one "
+        f"device passes whatever the layout. {HOW_TO_GET_DEVICES}. To test on one device on purpose, "
+        f"use meshes(max_size=1) or meshes(devices=[device]) (the host_devices fixture: --host-devices 1)"
     )
 
 
@@ -457,6 +474,7 @@ def _meshes(
     min_axis_size: int = 1,
     data_one: bool = False,
     axis_names: tuple[str, ...] | None = None,
+    one_device_asked: bool = False,
 ) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
     top = len(pool) if max_size is None else max_size
@@ -466,6 +484,8 @@ def _meshes(
                 f"meshes(min_size={min_size}, max_size={max_size})", max(min_size, top), len(pool)
             )
         )
+    if len(pool) == 1 and not one_device_asked:
+        raise InvalidArgument(one_device_only("meshes()"))
     if min_axis_size == 1:
         size = draw(st.integers(min_size, top))
     else:
@@ -549,6 +569,7 @@ def cases(
     min_data_size: int = 1,
     mesh_kinds: Sequence[str] | None = None,
     placement_kinds: Sequence[str] | None = None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> st.SearchStrategy[Case]:
     """A whole example: values, mesh, how the mesh is passed, input placement.
 
@@ -560,6 +581,8 @@ def cases(
     axes (``coverage.MESHES``, ``coverage.PLACEMENTS``; the latter implies
     ``any_placement``): ``cases(dtypes_from=["int8"], mesh_kinds=["2d"],
     placement_kinds=["numpy-view"])`` draws one cell, of any length.
+    ``devices`` are those meshes and placements use (default: all, and more
+    than one when a mesh is drawn: see ``meshes``).
     """
     contract = _contract(contract)
     _check(isinstance(max_length, int) and max_length >= 0, f"max_length={max_length!r} must be an int >= 0")
@@ -587,6 +610,7 @@ def cases(
         min_data_size=min_data_size,
         mesh_kinds=mesh_kinds,
         placement_kinds=placement_kinds,
+        devices=None if devices is None else tuple(devices),
     )
 
 
@@ -603,6 +627,7 @@ def _cases(
     min_data_size: int = 1,
     mesh_kinds: Sequence[str] | None = None,
     placement_kinds: Sequence[str] | None = None,
+    devices: Sequence[jax.Device] | None = None,
 ) -> Case:
     """The body of ``cases``, its arguments checked."""
     if dtypes_from is not None:
@@ -621,16 +646,16 @@ def _cases(
     mesh = None
     data_size = 1
     if mesh_arg == "mesh":
-        mesh = draw(meshes(kind=kind) if mesh_kinds is not None else meshes())
+        mesh = draw(meshes(kind=kind, devices=devices) if mesh_kinds is not None else meshes(devices=devices))
         data_size = int(mesh.shape[DATA_AXIS])
         if not divisible and data_size < max(2, min_data_size):
-            mesh = draw(meshes(min_size=2, ndims=(1,)))
+            mesh = draw(meshes(min_size=2, ndims=(1,), devices=devices))
             data_size = int(mesh.shape[DATA_AXIS])
     n = draw(lengths(data_size=data_size, divisible=divisible, max_length=max(max_length, data_size + 1)))
     vals = draw(values(dtype=dtype, length=n))
     placement: Placement = ("uncommitted",)
     if any_placement or placement_kinds is not None:
-        placement = draw(placements(length=n, kinds=placement_kinds, target=divisible))
+        placement = draw(placements(length=n, devices=devices, kinds=placement_kinds, target=divisible))
     return Case(vals, mesh, mesh_arg, placement)
 
 

@@ -55,6 +55,7 @@ from conformance.verdict import CheckVerdict, Status
 STATE_DIR_KEY = "conformance_state_dir"
 GRACE_S = 0.5  # past a call's deadline before the watchdog acts
 POLL_S = 0.1
+PROGRESS_S = 5.0  # the least time between two progress lines of a worker
 
 
 # -- the probe ----------------------------------------------------------------------
@@ -74,26 +75,35 @@ class Probe:
 
     spec: str
     process: subprocess.Popen[str]
+    origin: str = "--impl"  # where the spec came from (loader.spec_origin)
+    devices: int = 1
 
     @classmethod
-    def start(cls, spec: str, devices: int) -> Probe:
-        argv = [sys.executable, "-m", "conformance.supervise", "probe", spec, str(devices)]
+    def start(cls, spec: str, devices: int, origin: str = "--impl") -> Probe:
+        argv = [sys.executable, "-m", "conformance.supervise", "probe", spec, str(devices), origin]
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        return cls(spec, process)
+        return cls(spec, process, origin, devices)
 
     def result(self, timeout: float) -> ProbeResult:
         """What the probe learned; ``pytest.UsageError`` (one line) if loading failed."""
-        spec = self.spec
+        from conformance.loader import spec_label
+
+        spec = spec_label(self.spec, self.origin)
         try:
             out, err = self.process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_tree(self.process.pid)
-            self.process.communicate()
+            out, _ = self.process.communicate()
+            if _LOADING not in out:  # still making the devices: the implementation was not even loaded
+                raise pytest.UsageError(
+                    f"conformance: --devices {self.devices}: making {self.devices} devices did not finish "
+                    f"within {timeout:g} s (device set-up, before the implementation was loaded); "
+                    f"ask for fewer devices"
+                ) from None
             raise pytest.UsageError(
-                f"--impl {spec}: loading it did not finish within {timeout:g} s "
-                f"(an import that waits forever?)"
+                f"{spec}: loading it did not finish within {timeout:g} s (an import that waits forever?)"
             ) from None
         last = out.strip().splitlines()[-1:] or [""]
         try:
@@ -103,7 +113,7 @@ class Probe:
         if not isinstance(answer, dict):
             tail = err.strip().splitlines()[-1:] or ["no output"]
             raise pytest.UsageError(
-                f"--impl {spec}: loading it ended the process ({describe_exit(self.process.returncode)}) "
+                f"{spec}: loading it ended the process ({describe_exit(self.process.returncode)}) "
                 f"before the kit could check anything; last line: {tail[0][:200]}"
             )
         if "usage_error" in answer:
@@ -121,13 +131,17 @@ class Probe:
         self.process.communicate()
 
 
-def _probe_main(spec: str, count: int) -> int:
-    """The child's side of ``probe``: one JSON line on stdout."""
+_LOADING = "conformance-probe: devices made, loading the implementation"
+
+
+def _probe_main(spec: str, count: int, origin: str) -> int:
+    """The child's side of ``probe``: a line once the devices are made, then one JSON line on stdout."""
     from conformance import devices, loader
 
     try:
         found = devices.ensure_host_devices(count)
-        impl = loader.load_impl(spec)
+        print(_LOADING, flush=True)
+        impl = loader.load_impl(spec, origin)
     except (devices.DeviceSetupError, loader.ImplSpecError) as exc:
         answer: dict[str, Any] = {
             "usage_error": f"conformance: {exc}" if isinstance(exc, RuntimeError) else str(exc)
@@ -172,6 +186,12 @@ class CallLog:
 
     def end(self, check_id: str) -> None:
         self._write({"check": check_id})
+
+    def progress(self, what: str, done: int, total: int, unit: str) -> None:
+        """How far a long step of the worker is (``done`` of ``total`` ``unit``), for the watcher to show."""
+        tmp = self.path.with_suffix(".progress.tmp")
+        tmp.write_text(json.dumps({"what": what, "done": done, "total": total, "unit": unit}))
+        os.replace(tmp, self.path.with_suffix(".progress"))
 
     def catch_fatal_errors(self) -> None:
         """Python's own report of a fatal signal goes to a file beside the log, for the crash verdict."""
@@ -263,6 +283,10 @@ class Supervisor:
     _nodes: dict[str, Any] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    # A piped run (a CI log) shows a worker's progress through long steps, a line at most every
+    # PROGRESS_S: the shared pass can otherwise be silent for most of a run.
+    show_progress: bool = False
+    _shown: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._watch, name="conformance-watchdog", daemon=True)
@@ -294,10 +318,24 @@ class Supervisor:
         except (OSError, ValueError):
             return {}
 
+    def _progress(self, worker_id: str, now: float) -> None:
+        try:
+            seen = json.loads((self.state_dir / f"{worker_id}.progress").read_text())
+            line = f"conformance: {seen['what']}: {seen['done']} of {seen['total']} {seen['unit']}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        last_time, last_line = self._shown.get(worker_id, (0.0, ""))
+        if line != last_line and now - last_time >= PROGRESS_S:
+            self._shown[worker_id] = (now, line)
+            sys.stdout.write(f"\n{line}\n")
+            sys.stdout.flush()
+
     def _watch(self) -> None:
         while not self._stop.wait(POLL_S):
             now = time.time()
             for worker_id, node in list(self._nodes.items()):
+                if self.show_progress:
+                    self._progress(worker_id, now)
                 entry = self._read(worker_id)
                 if "deadline" not in entry or now <= entry["deadline"] + GRACE_S or worker_id in self.hung:
                     continue
@@ -366,6 +404,6 @@ class Supervisor:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "probe":
-        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3])))
+    if len(sys.argv) == 5 and sys.argv[1] == "probe":
+        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
     sys.exit("usage: python -m conformance.supervise probe SPEC DEVICES")

@@ -247,3 +247,16 @@ def test_one_device_is_partial_never_conforming_and_its_header_says_why(bg_run, 
 def test_eight_devices_find_the_same_implementation_broken_and_name_it(bg_run) -> None:
     assert bg_run.returncode == 1, bg_run
     assert "[layout.mesh] the result does not have the requested layout" in bg_run.stdout, bg_run
+
+
+def test_device_setup_that_does_not_finish_is_named_as_such_not_blamed_on_the_implementation() -> None:
+    # The real probe child, asked for 100000 forced CPU devices (minutes to make), stopped after 3 s.
+    from conformance.supervise import Probe
+
+    probe = Probe.start("reference:pjit_double", 100_000)
+    with pytest.raises(pytest.UsageError) as error:
+        probe.result(timeout=3)
+    message = str(error.value)
+    assert message.startswith("conformance: --devices 100000: making 100000 devices did not finish"), message
+    assert "device set-up, before the implementation was loaded" in message, message
+    assert "--impl" not in message and "import" not in message, message

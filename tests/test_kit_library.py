@@ -355,6 +355,59 @@ def test_host_devices_refuse_a_backend_started_with_fewer(bg_run: Any) -> None:
     assert "--host-devices 4" in bg_run.stderr and "already running with 1" in bg_run.stderr, bg_run
 
 
+BROKEN_LAYOUT_TEST = """
+import jax
+import numpy as np
+from hypothesis import given, settings
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from conformance import strategies as cst
+from conformance.assertions import assert_layout
+
+
+def halve(x, mesh):  # asked to lay the result out over 'data'; replicates it instead
+    return jax.jit(lambda v: v / 2, out_shardings=NamedSharding(mesh, P()))(x)
+
+
+@settings(max_examples=10, deadline=None)
+@given(cst.meshes(ndims=(1,)))
+def test_halve_layout(mesh):
+    x = np.arange(2.0 * mesh.devices.size, dtype=np.float32)
+    assert_layout(halve(x, mesh), NamedSharding(mesh, P("data")))
+
+
+def test_devices(host_devices):
+    assert len(host_devices) >= 1
+"""
+
+
+@pytest.mark.background(
+    "broken-layout-one-device",
+    [*USER, "{tmp}/broken_one/test_halve.py"],
+    files={"broken_one/test_halve.py": BROKEN_LAYOUT_TEST},
+)
+def test_a_broken_layout_on_one_unasked_device_fails_saying_how_to_get_devices(bg_run: Any) -> None:
+    # One device makes every layout look right: the strategy and the fixture refuse it, not pass.
+    assert bg_run.returncode == 1, bg_run
+    assert "1 failed, 1 error" in bg_run.stdout, bg_run
+    assert "meshes() would test on one device only" in bg_run.stdout, bg_run
+    assert "the host_devices fixture would test on one device only" in bg_run.stdout, bg_run
+    assert "--host-devices N" in bg_run.stdout, bg_run
+
+
+@pytest.mark.background(
+    "broken-layout-eight-devices",
+    [*USER, "{tmp}/broken_eight/test_halve.py", "--host-devices", "8"],
+    files={"broken_eight/test_halve.py": BROKEN_LAYOUT_TEST},
+)
+def test_a_broken_layout_on_eight_devices_fails_naming_the_layout(bg_run: Any) -> None:
+    assert bg_run.returncode == 1, bg_run
+    assert "1 failed, 1 passed" in bg_run.stdout, bg_run
+    assert "the result does not have the requested layout" in bg_run.stdout, bg_run
+    assert "spec=P()" in bg_run.stdout, bg_run
+
+
 def _readme_example() -> str:
     """The test file in the README's "Testing your own sharded functions", as written there."""
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()

@@ -316,6 +316,15 @@ E2E_BAD_SPECS = [
     ),
     _e2e("attribute-missing", "reference:no_such_function", "reference has no attribute 'no_such_function'"),
     _e2e("not-callable", "reference.double:DATA_AXIS", "DATA_AXIS is a str, not a callable"),
+    _e2e(
+        "a-class",
+        "kit_impl_class:Doubler",
+        "Doubler is a class: calling it makes an instance, not the doubled array",
+        files={
+            "kit_impl_class.py": "class Doubler:\n    def __init__(self, x, mesh=None):\n        self.x = x\n"
+        },
+    ),
+    _e2e("two-colons", "reference:pjit_double:extra", "more than one ':'; a spec is MODULE:ATTR"),
 ]
 
 
@@ -331,3 +340,18 @@ def test_a_bad_impl_is_one_usage_error_line_without_traceback(
     assert len(lines) == 1, bg_run
     assert re.fullmatch(rf"ERROR: --impl {re.escape(spec)}: .+", lines[0]), bg_run
     assert cause in lines[0], bg_run
+
+
+@pytest.mark.background(
+    "loader-environment",
+    [sys.executable, "-m", "pytest", "conformance", "-q"],
+    env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", ENV_VAR: "kit_no_such_module_9a7c:pjit_double"},
+)
+def test_a_bad_spec_from_the_environment_names_the_variable(bg_run) -> None:
+    assert bg_run.returncode == 4, bg_run
+    lines = [line for line in bg_run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, bg_run
+    assert lines[0].startswith(
+        f"ERROR: {ENV_VAR}=kit_no_such_module_9a7c:pjit_double (the environment variable; "
+        "--impl was not given): module not found"
+    ), bg_run

@@ -79,7 +79,7 @@ ROWS: dict[str, Row] = {
         "-rA",
         "--devices",
         "3",
-        output=r"(?s)not applicable: needs 4 devices.*lack the meshes 3 device\(s\) cannot make",
+        output=r"(?s)^(?=.*not applicable: needs 4 devices)(?=.*lack the meshes 3 device\(s\) cannot make)",
         status=2,
     ),
     # --call-timeout
