@@ -19,15 +19,16 @@ fails.  Two rules make the steps:
 * ``revisit``: an earlier call's (shape, dtype, mesh) again, with new values
   and any placement.
 
-A history then ends with a ``recall`` of every (shape, dtype, mesh) it
-reached, least recently used first (what a bounded cache evicts first), each
-called where its last x lived and, for a NumPy or uncommitted x, placed the
-other of those two ways (``twins``; JAX's jit keeps one executable for both);
-without a mesh, also with the other way of passing none.  Where the rules
-leave it to chance whether a revisit comes after an eviction, or of a 16-bit
-dtype, or of a NumPy input as an uncommitted one, the recall makes it certain
-for every key the history reached; for a correct implementation it compiles
-nothing and costs calls only.
+After every step, the invariant ``recall`` calls the least recently used
+(shape, dtype, mesh) of the history again (what a bounded cache evicts first:
+every recall comes after all the other keys), with new values, where its last
+x lived, and then once more as its ``twin``: a NumPy x as an uncommitted one
+(or the other way round) and, without a mesh, ``mesh=None`` for an omitted
+mesh (or the other way round), which JAX's jit treats alike.  Where the rules
+leave it to chance whether a revisit comes after an eviction, of a 16-bit
+dtype or of a NumPy x as an uncommitted one, the recall makes it certain for
+every key a history reaches, and a failure still ends the history at its step
+(Hypothesis shrinks it).  For a correct implementation it compiles nothing.
 
 After every step the kit judges (``judge_step``, from checks.py): the result's
 values (an earlier call's result handed back fails here), dtype and layout;
@@ -59,7 +60,13 @@ import jax
 import numpy as np
 from hypothesis import Phase
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from jax.sharding import Mesh
 
 from conformance import internals
@@ -105,17 +112,19 @@ def _kind(argument: Any) -> Any:
     return "host or uncommitted" if argument in ("numpy", "uncommitted") else argument
 
 
-def twins(case: Case) -> list[Case]:
-    """``case`` passed in the other ways JAX's jit treats alike (``recall``): a NumPy x as an
-    uncommitted one and the other way round; no mesh omitted as ``mesh=None`` and the other way
-    round.  Values unchanged (the caller gives new ones)."""
-    out = []
-    if case.placement[0] in ("numpy", "uncommitted"):
-        other = ("uncommitted",) if case.placement[0] == "numpy" else ("numpy",)
-        out.append(Case(case.values, case.mesh, case.mesh_arg, other))
+def twin(case: Case) -> Case | None:
+    """``case`` passed another way that JAX's jit treats alike (``recall``): a NumPy x as an
+    uncommitted one or the other way round, and, without a mesh, ``mesh=None`` for an omitted
+    mesh or the other way round.  None where there is no such way."""
+    placement = case.placement
+    if placement[0] in ("numpy", "uncommitted"):
+        placement = ("uncommitted",) if placement[0] == "numpy" else ("numpy",)
+    mesh_arg: MeshArg = case.mesh_arg
     if case.mesh is None:
-        out.append(Case(case.values, None, "none" if case.mesh_arg == "omit" else "omit", case.placement))
-    return out
+        mesh_arg = "none" if case.mesh_arg == "omit" else "omit"
+    if placement == case.placement and mesh_arg == case.mesh_arg:
+        return None
+    return Case(case.values, case.mesh, mesh_arg, placement)
 
 
 def compile_allowed(argument: Any, seen: list[Any]) -> bool:
@@ -234,16 +243,15 @@ class _Histories(RuleBasedStateMachine):
         self.steps: list[Case] = []
         self.meshes: list[Mesh | None] = [None]
         self.order: list[tuple[Any, str]] = []  # (mesh, dtype) keys, in order of first use
-        self.failing = False  # a step raised: no recall after it
+        self.lru: dict[Key, Case] = {}  # each (shape, dtype, mesh): its last call, least recent first
         self.session.reach.histories += 1
 
     def _step(self, case: Case, how: str) -> None:
         reach = self.session.reach
-        self.failing = True
-        judged = self.session.judge_step(self.steps, case)
-        self.failing = False
-        if not judged:
+        if not self.session.judge_step(self.steps, case):
             return
+        self.lru.pop(call_key(case), None)
+        self.lru[call_key(case)] = case
         self.steps.append(case)
         reach.steps += 1
         reach.moves[how] = reach.moves.get(how, 0) + 1
@@ -282,23 +290,18 @@ class _Histories(RuleBasedStateMachine):
         earlier = self.steps[pick % len(self.steps)]  # shrinks to the oldest call, which caches evict first
         self._step(self._case(earlier.mesh, earlier.dtype, earlier.n, data), "revisit")
 
-    def teardown(self) -> None:
-        """The ``recall``: every key of the history again, least recently used first, where its
-        last x lived and its ``twins``, with new values (seeded by the history's length: the
-        same history recalls the same values).  Not after a failed step (its failure stands)."""
-        if self.failing:
+    @invariant()
+    def recall(self) -> None:
+        """The least recently used key again, where its last x lived, then its ``twin``; new
+        values, seeded by the history's length (a replay recalls the same values)."""
+        if not self.steps:
             return
-        last: dict[Key, Case] = {}
-        for case in self.steps:
-            last.pop(call_key(case), None)  # most recently used last
-            last[call_key(case)] = case
+        last = next(iter(self.lru.values()))
         rng = np.random.default_rng(len(self.steps))
-        for case in list(last.values()):
-            for again in (case, *twins(case)):
-                self._step(
-                    Case(values_from(rng, case.dtype, case.n), again.mesh, again.mesh_arg, again.placement),
-                    "recall",
-                )
+        for again in (last, twin(last)):
+            if again is not None:
+                values = values_from(rng, again.dtype, again.n)
+                self._step(Case(values, again.mesh, again.mesh_arg, again.placement), "recall")
 
 
 def search(
