@@ -180,6 +180,26 @@ def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
             assert case.n % data_axis_size(case.mesh) == 0 and case.n > 0
 
 
+def test_the_twin_of_a_call_is_passed_the_other_way_jit_treats_alike() -> None:
+    values = np.arange(4, dtype=np.float32)
+    mesh = make_mesh([0, 1], (2,), ("data",))
+    host = history.twin(Case(values, None, "omit", ("numpy", "reversed")))
+    assert host is not None and host.placement == ("uncommitted",) and host.mesh_arg == "none"
+    placed = history.twin(Case(values, mesh, "mesh", ("uncommitted",)))
+    assert placed is not None and placed.placement == ("numpy",) and placed.mesh_arg == "mesh"
+    assert history.twin(Case(values, mesh, "mesh", ("target",))) is None  # committed: no twin
+
+
+def test_every_step_is_followed_by_a_recall() -> None:
+    from reference import pjit_double
+
+    _, judge = _judge_with(pjit_double)
+    reach = history.HistoryReach()
+    history.search(judge, reach, contract=Contract.FULL, options={**FAST, "max_examples": 2})  # type: ignore[arg-type]
+    recalls = reach.moves["recall"]
+    assert recalls >= reach.steps - recalls  # one recall (then its twin, where it has one) per step
+
+
 def test_a_failing_history_is_shrunk_to_the_shortest_one_hypothesis_finds() -> None:
     stale: dict[object, object] = {}
 
