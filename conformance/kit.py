@@ -328,11 +328,10 @@ class Kit:
                 pytest.fail(broken, pytrace=False)
             if check.gate:
                 record.examples = 1
-                for gate in gates_for(self.contract)[
-                    : [g.id for g in gates_for(self.contract)].index(check_id)
-                ]:
-                    if self.gate_failure(gate.id) is not None:  # its failure is not this gate's to name
-                        self._skip(record, Status.NOT_RUN, f"not run: gate check {gate.id} failed")
+                gates = [g.id for g in gates_for(self.contract)]
+                for earlier in gates[: gates.index(check_id)]:
+                    if self.gate_failure(earlier) is not None:  # its failure is not this gate's to name
+                        self._skip(record, Status.NOT_RUN, f"not run: gate check {earlier} failed")
                 failure = self.gate_failure(check_id)
                 if failure is not None:
                     raise failure
