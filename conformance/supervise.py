@@ -406,4 +406,4 @@ class Supervisor:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "probe":
         sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
-    sys.exit("usage: python -m conformance.supervise probe SPEC DEVICES")
+    sys.exit("usage: python -m conformance.supervise probe SPEC DEVICES ORIGIN")
