@@ -90,8 +90,8 @@ def pytest_configure(config: Any) -> None:
         return
     import numpy as np
 
-    from conformance import kit as kit_module
     from conformance import strategies
+    from conformance._src.running import kit as kit_module
 
     reach = _Reach()
     original = kit_module.Kit.call

@@ -1,87 +1,14 @@
-"""Forced host devices: make N CPU devices before JAX's backend starts.
+"""Forced host devices for scripts, notebooks and test frameworks other than pytest.
 
-JAX reads the device count once, when its backend starts (the first
-``jax.devices()`` or array operation; importing jax does not start it).  The
-kit therefore sets ``jax_num_cpu_devices`` as early as it can and afterwards
-checks that it really got N devices: testing on fewer devices than asked for
-would silently skip every multi-device mesh, so that is an error instead.
+Under pytest, ``--host-devices N`` (or ``host_devices = N`` in the configuration) makes them
+before any test module is imported.  Elsewhere, call ``ensure_host_devices(N)`` before anything
+starts JAX's backend (the first ``jax.devices()`` or array operation)::
 
-The user's XLA_FLAGS are left as they are: the JAX option takes precedence
-over ``--xla_force_host_platform_device_count`` and touches no other flag.
+    from conformance.devices import ensure_host_devices
+
+    devices = ensure_host_devices(8)  # 8 CPU devices, or DeviceSetupError saying why not
 """
 
-from __future__ import annotations
+from conformance._src.calling.devices import DeviceSetupError, ensure_host_devices
 
-import os
-from typing import TYPE_CHECKING
-
-from conformance import internals
-
-if TYPE_CHECKING:
-    import jax
-
-DEFAULT_DEVICES = 8
-
-
-class DeviceSetupError(RuntimeError):
-    """The kit cannot get the device count it was asked for."""
-
-
-def backend_started() -> bool:
-    """Whether JAX's backend is up.  Where JAX does not say, it is taken as not up: the count is
-    forced, and the count check of ``ensure_host_devices`` catches a backend that was up after all."""
-    started = internals.backend_started()
-    return False if started is None else started
-
-
-def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
-    """Return exactly ``count`` devices, making them if the backend is not up yet.
-
-    ``local=True`` (multi-process runs) counts this process's devices only.
-    """
-    import jax  # here, not at import: a dormant plug-in must not cost a run JAX's import
-
-    if count < 1:
-        raise DeviceSetupError(f"--devices must be at least 1, got {count}")
-    if not backend_started():
-        if "JAX_PLATFORMS" not in os.environ:
-            # The kit tests sharding on forced *host* devices; an accelerator
-            # would bring its own, different device count.
-            jax.config.update("jax_platforms", "cpu")
-        jax.config.update("jax_num_cpu_devices", count)
-    try:
-        devices = jax.local_devices() if local else jax.devices()
-    except Exception as exc:  # noqa: BLE001 -- RuntimeError, or a bare AssertionError for a missing GPU
-        raise DeviceSetupError(_backend_failure(exc)) from None
-    if len(devices) != count and _platforms() not in ("", "cpu"):
-        raise DeviceSetupError(
-            f"JAX_PLATFORMS={_platforms()} gives {len(devices)} {devices[0].platform} device(s), "
-            f"not the {count} asked for: run with --devices {len(devices)}, or unset JAX_PLATFORMS "
-            f"to test on {count} forced CPU devices"
-        )
-    if len(devices) != count:
-        raise DeviceSetupError(
-            f"the kit needs {count} devices but JAX's backend is already running with "
-            f"{len(devices)} ({devices[0].platform}); something started it before the kit "
-            f"could set the count (a conftest or plug-in that calls jax.devices() or makes "
-            f"an array at import time). Remove that, or run with --devices {len(devices)}, "
-            f"or set XLA_FLAGS=--xla_force_host_platform_device_count={count} before pytest starts."
-        )
-    return devices
-
-
-def _platforms() -> str:
-    return os.environ.get("JAX_PLATFORMS", "").strip()
-
-
-def _backend_failure(exc: BaseException) -> str:
-    """One line: the backend did not start, JAX's reason, and what to do."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    reason = lines[0] if lines else f"{type(exc).__name__} (no device of that platform was found)"
-    platforms = _platforms()
-    if platforms and platforms != "cpu":
-        return (
-            f"JAX's backend could not start for JAX_PLATFORMS={platforms}: {reason}; "
-            f"unset JAX_PLATFORMS to test on forced CPU devices"
-        )
-    return f"JAX's backend could not start: {reason}"
+__all__ = ["DeviceSetupError", "ensure_host_devices"]

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance import checks  # noqa: F401 -- registers the checks
+from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+from conformance._src.contract.catalogue import CHECKS
 from conformance.plugin import VERDICT_PROPERTY
-from conformance.registry import CHECKS
 
 if TYPE_CHECKING:
-    from conformance.kit import Kit
+    from conformance._src.running.kit import Kit
 
 
 @pytest.mark.parametrize("check_id", list(CHECKS))

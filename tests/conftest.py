@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.devices import ensure_host_devices
+from conformance._src.calling.devices import ensure_host_devices
 from tests.kit_process import child_env
 
 TEST_DEVICES = 8

@@ -8,12 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance import coverage, domains
 from conformance import strategies as cst
-from conformance.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
-from conformance.contract import Contract, data_axis_size, target_sharding
-from conformance.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of
-from conformance.schedule import Schedule
+from conformance._src.contract import domains
+from conformance._src.contract.terms import Contract, data_axis_size, target_sharding
+from conformance._src.inputs import coverage
+from conformance._src.inputs.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
+from conformance._src.inputs.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of
+from conformance._src.inputs.schedule import Schedule
 
 DEVICES = 8
 FULL_CELLS = Axes().cells(Contract.FULL, devices=DEVICES)

@@ -14,8 +14,8 @@ import sys
 import jax
 import pytest
 
-from conformance import devices
-from conformance.devices import DeviceSetupError, backend_started, ensure_host_devices
+from conformance._src.calling import devices
+from conformance._src.calling.devices import DeviceSetupError, backend_started, ensure_host_devices
 
 PYTEST = [sys.executable, "-m", "pytest", "conformance", "-q"]
 # The runs that end in a usage error skip the third-party plug-ins installed here (benchmark,
@@ -39,8 +39,10 @@ STARTS_JAX_PLUGIN = "import jax\n\nSTARTED_WITH = len(jax.devices())\n"
 DEVICE_SCRIPT = """
 import json, os, sys
 
-from conformance import devices
-from conformance import case, oracle, strategies as cst  # noqa: F401
+from conformance._src.calling import devices
+from conformance import strategies as cst  # noqa: F401
+from conformance._src.contract import oracle
+from conformance._src.inputs import case
 import conformance.plugin  # noqa: F401
 
 cst.cases(contract="full", any_placement=True)
@@ -188,7 +190,7 @@ def test_devices_0_is_a_usage_error(bg_run) -> None:
 def test_a_backend_that_cannot_start_is_one_line_with_a_hint(
     monkeypatch: pytest.MonkeyPatch, platforms: str, error: Exception, expected: str
 ) -> None:
-    from conformance.devices import _backend_failure
+    from conformance._src.calling.devices import _backend_failure
 
     monkeypatch.setenv("JAX_PLATFORMS", platforms)
     assert _backend_failure(error) == expected
@@ -251,7 +253,7 @@ def test_eight_devices_find_the_same_implementation_broken_and_name_it(bg_run) -
 
 def test_device_setup_that_does_not_finish_is_named_as_such_not_blamed_on_the_implementation() -> None:
     # The real probe child, asked for 100000 forced CPU devices (minutes to make), stopped after 3 s.
-    from conformance.supervise import Probe
+    from conformance._src.calling.supervise import Probe
 
     probe = Probe.start("reference:pjit_double", 100_000)
     with pytest.raises(pytest.UsageError) as error:

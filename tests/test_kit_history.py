@@ -12,11 +12,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from conformance import coverage, history, jit_probe, oracle
-from conformance.case import Case, decode_history, encode_history, make_mesh, parse_history
-from conformance.contract import Contract, data_axis_size, dtypes_in_domain
-from conformance.coverage import LENGTHS, MeshClass, mesh_class
-from conformance.schedule import Schedule, build_mesh, mesh_variants
+from conformance._src.contract import oracle
+from conformance._src.contract.terms import Contract, data_axis_size, dtypes_in_domain
+from conformance._src.inputs import coverage, history
+from conformance._src.inputs.case import Case, decode_history, encode_history, make_mesh, parse_history
+from conformance._src.inputs.coverage import LENGTHS, MeshClass, mesh_class
+from conformance._src.inputs.schedule import Schedule, build_mesh, mesh_variants
+from conformance._src.library import jit_probe
 
 DEVICES = 8
 
@@ -99,7 +101,7 @@ def test_a_history_token_replays_every_call_in_order() -> None:
 
 
 def test_a_case_token_is_not_a_history_token() -> None:
-    from conformance.case import CaseTokenError, encode
+    from conformance._src.inputs.case import CaseTokenError, encode
 
     with pytest.raises(CaseTokenError, match="history"):
         parse_history(encode(_case([0], 2)))
@@ -117,7 +119,7 @@ def test_jax_may_compile_a_seen_call_only_for_a_new_kind_of_jit_argument() -> No
 
 
 def test_only_jax_own_programs_for_moving_data_are_not_the_implementations_compiles() -> None:
-    from conformance import internals
+    from conformance._src import internals
 
     assert internals.is_jax_move("jit(_multi_slice)") and internals.is_jax_move("_identity_fn")
     assert not internals.is_jax_move("jit(<lambda>)") and not internals.is_jax_move("jit(_double)")

@@ -19,23 +19,24 @@ from typing import Any
 
 import pytest
 
-from conformance import internals, jax_bugs
+from conformance._src import selftest
+from conformance._src.contract import jax_bugs
 from tests.conftest import Background, Run
 
 # How each probe is broken: (module, attribute, replacement or None to delete it).
 BREAKS = {
-    internals.COMPILE_COUNT: ("conformance.internals", "BACKEND_COMPILE_EVENT", "/jax/renamed/compile"),
+    selftest.COMPILE_COUNT: ("conformance._src.internals", "BACKEND_COMPILE_EVENT", "/jax/renamed/compile"),
     # Moved: jit's impl rule now reaches the function by another way, the module attribute is gone.
-    internals.JIT_SPY: ("jax._src.pjit", "_pjit_call_impl_python", "<moved>"),
-    internals.JAXPR_JIT: ("conformance.jit_probe", "JIT_PRIMITIVES", ("renamed_jit",)),
-    internals.GLOBAL_STATE: ("jax._src.mesh", "thread_resources", None),
+    selftest.JIT_SPY: ("jax._src.pjit", "_pjit_call_impl_python", "<moved>"),
+    selftest.JAXPR_JIT: ("conformance._src.library.jit_probe", "JIT_PRIMITIVES", ("renamed_jit",)),
+    selftest.GLOBAL_STATE: ("jax._src.mesh", "thread_resources", None),
 }
 # The checks whose verdict rests on each probe (registry.Check.needs).
 DEPENDENT = {
-    internals.COMPILE_COUNT: "compile.once",
-    internals.JIT_SPY: "jit.shardings",
-    internals.JAXPR_JIT: "jit.shardings",
-    internals.GLOBAL_STATE: "hygiene.global-state",
+    selftest.COMPILE_COUNT: "compile.once",
+    selftest.JIT_SPY: "jit.shardings",
+    selftest.JAXPR_JIT: "jit.shardings",
+    selftest.GLOBAL_STATE: "hygiene.global-state",
 }
 INDEPENDENT = "values.float32"
 
@@ -84,14 +85,14 @@ def _break(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
 
 
 def test_every_probe_passes_on_the_installed_versions() -> None:
-    assert internals.self_test() == {}
+    assert selftest.self_test() == {}
 
 
 def test_every_probe_has_a_break_and_a_dependent_check() -> None:
-    import conformance.checks  # noqa: F401 -- registers the checks
-    from conformance.registry import CHECKS
+    import conformance._src.contract.checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CHECKS
 
-    assert set(BREAKS) == set(internals.PROBES) == set(DEPENDENT)  # the cluster's: at the end
+    assert set(BREAKS) == set(selftest.PROBES) == set(DEPENDENT)  # the cluster's: at the end
     for probe, check_id in DEPENDENT.items():
         assert probe in CHECKS[check_id].needs
     assert not CHECKS[INDEPENDENT].needs
@@ -100,7 +101,7 @@ def test_every_probe_has_a_break_and_a_dependent_check() -> None:
 @pytest.mark.parametrize("probe", sorted(BREAKS))
 def test_a_broken_internal_fails_its_probe(monkeypatch: pytest.MonkeyPatch, probe: str) -> None:
     _break(monkeypatch, probe)
-    failed = internals.self_test()
+    failed = selftest.self_test()
     assert probe in failed, failed
 
 
@@ -187,6 +188,6 @@ def test_the_cluster_client_moved_makes_every_check_of_a_distributed_run_a_kit_e
     found = json.loads(report.read_text())
     checks = {c["id"]: c for c in found["checks"]}
     assert checks[INDEPENDENT]["status"] == "kit error", done.stdout[-4000:]
-    assert f"probe {internals.CLUSTER_CLIENT!r} failed" in checks[INDEPENDENT]["message"]
+    assert f"probe {selftest.CLUSTER_CLIENT!r} failed" in checks[INDEPENDENT]["message"]
     assert found["verdict"]["status"] == "kit error"
     assert "-> exit status 3" in done.stdout, done.stdout[-4000:]

@@ -23,6 +23,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from conformance import strategies as cst
+from conformance._src.inputs.case import make_mesh
 from conformance.assertions import (
     KINDS,
     AssertionFailed,
@@ -34,7 +35,6 @@ from conformance.assertions import (
     assert_values_equal,
     flush_subnormals,
 )
-from conformance.case import make_mesh
 from tests.test_kit_strategies import collect, draw_once
 
 

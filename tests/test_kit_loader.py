@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import loader
-from conformance.loader import DEFAULT_SPEC, ENV_VAR, ImplSpecError, choose_spec, load_impl
+from conformance._src.calling import loader
+from conformance._src.calling.loader import DEFAULT_SPEC, ENV_VAR, ImplSpecError, choose_spec, load_impl
 
 MISSING_DEPENDENCY = "kit_missing_dependency_6d1f"
 

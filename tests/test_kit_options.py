@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conformance.case import Case, encode, make_mesh
+from conformance._src.inputs.case import Case, encode, make_mesh
 from tests.conftest import REPO_ROOT
 from tests.kit_process import child_env
 
@@ -271,7 +271,7 @@ def test_an_option_is_one_usage_error_line_or_works(name: str, runs: Runs) -> No
 def test_contract_choices_are_the_contracts() -> None:
     """--contract's choices are spelled out in plugin.py (importing Contract imports JAX): they agree."""
     from conformance import plugin
-    from conformance.contract import Contract
+    from conformance._src.contract.terms import Contract
 
     seen: dict[str, dict[str, object]] = {}
 

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from conformance.calls import Outcome
-from conformance.case import Case, make_input, make_mesh
-from conformance.pool import Pool, key, size_of
+from conformance._src.calling.calls import Outcome
+from conformance._src.inputs.case import Case, make_input, make_mesh
+from conformance._src.running.pool import Pool, key, size_of
 
 BASE = Case(np.arange(8, dtype=np.float32))
 
@@ -171,11 +171,11 @@ def test_a_dropped_result_is_judged_again_with_the_same_verdict() -> None:
     check that asks for the same input calls again, and fails the same way."""
     import jax
 
-    from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.calls import Runner
-    from conformance.contract import Contract
-    from conformance.kit import Kit
-    from conformance.registry import CHECKS, CheckFailure
+    from conformance._src.calling.calls import Runner
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CHECKS, CheckFailure
+    from conformance._src.contract.terms import Contract
+    from conformance._src.running.kit import Kit
 
     def padded(x: Any, *, mesh: Any = None) -> Any:
         return jax.numpy.concatenate([x + x, jax.numpy.zeros(64, x.dtype)])

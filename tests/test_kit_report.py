@@ -16,8 +16,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from conformance import checks  # noqa: F401 -- registers the checks
-from conformance.registry import CHECKS
+from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+from conformance._src.contract.catalogue import CHECKS
 from tests.kit_process import ROOT, run_kit, run_kit_report, statuses, verdict
 
 SEED_SOLUTION = "tests/impls/seed_solution.py:pjit_double"

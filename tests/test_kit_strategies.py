@@ -21,8 +21,16 @@ from hypothesis.errors import InvalidArgument
 from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance import strategies as cst
-from conformance.case import NUMPY_FORMS, Case, decode, describe_placement, encode, make_input, make_mesh
-from conformance.contract import Contract, dtypes_in_domain
+from conformance._src.contract.terms import Contract, dtypes_in_domain
+from conformance._src.inputs.case import (
+    NUMPY_FORMS,
+    Case,
+    decode,
+    describe_placement,
+    encode,
+    make_input,
+    make_mesh,
+)
 
 T = TypeVar("T")
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -478,14 +486,14 @@ def test_encode_decode_round_trips_wide_dtypes_odd_meshes_and_empty_vectors() ->
     ],
 )
 def test_a_token_that_is_not_one_is_a_case_token_error(token: str) -> None:
-    from conformance.case import CaseTokenError, parse
+    from conformance._src.inputs.case import CaseTokenError, parse
 
     with pytest.raises(CaseTokenError):
         parse(token)
 
 
 def test_parse_needs_no_devices_and_decode_names_a_missing_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    from conformance.case import CaseTokenError, parse
+    from conformance._src.inputs.case import CaseTokenError, parse
 
     token = encode(Case(np.arange(4, dtype=np.float32), make_mesh([6, 1], (2,), ("data",)), "mesh"))
     data = parse(token)
@@ -500,8 +508,8 @@ def test_parse_needs_no_devices_and_decode_names_a_missing_device(monkeypatch: p
 
 
 def test_checks_declare_the_devices_they_need() -> None:
-    from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.registry import CHECKS
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CHECKS
 
     full = {
         c.id: c.devices_needed(Contract.FULL) for c in CHECKS.values() if c.devices_needed(Contract.FULL) > 1
@@ -514,8 +522,8 @@ def test_checks_declare_the_devices_they_need() -> None:
 def test_on_fewer_devices_strategies_draw_only_what_they_allow(
     count: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.registry import CHECKS
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CHECKS
 
     few = list(jax.devices())[:count]
     monkeypatch.setattr(jax, "devices", lambda: few)

@@ -26,8 +26,8 @@ MIN_ALTERNATES = 6
 
 
 def _known_checks() -> set[str]:
-    from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.registry import CHECKS
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CHECKS
 
     return set(CHECKS)
 

@@ -137,7 +137,7 @@ def make_input(case: Case) -> Any:
     if jax.process_count() > 1:
         # Across processes only global arrays can enter a computation: every
         # process builds its own shards of the same values, in the target layout.
-        from conformance.contract import data_axis_size, target_sharding
+        from conformance._src.contract.terms import data_axis_size, target_sharding
 
         values = case.values
         sharding = target_sharding(case.mesh)
@@ -158,7 +158,7 @@ def make_input(case: Case) -> Any:
     if kind == "uncommitted":
         return jax.device_put(host)
     if kind == "target":
-        from conformance.contract import target_sharding
+        from conformance._src.contract.terms import target_sharding
 
         return jax.device_put(host, target_sharding(case.mesh))
     by_id = {int(d.id): d for d in jax.devices()}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import jax
 
-from conformance import internals
+from conformance._src import internals
 
 # Verdict codes, ordered by severity: the worst one wins everywhere.
 OK, FAILED, HUNG = 0, 1, 2

@@ -21,8 +21,19 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from conformance import assertions, calls, coverage, domains, history, internals, jax_bugs, jit_probe, oracle
-from conformance.case import (
+from conformance._src import internals, selftest
+from conformance._src.calling import calls
+from conformance._src.contract import domains, jax_bugs, oracle
+from conformance._src.contract.catalogue import CHECKS, FULL_ONLY, CheckFailure, Inconclusive, Refused, check
+from conformance._src.contract.terms import (
+    DATA_AXIS,
+    Contract,
+    data_axis_size,
+    default_mesh,
+    target_sharding,
+)
+from conformance._src.inputs import coverage, history
+from conformance._src.inputs.case import (
     UNCOMMITTED,
     Case,
     MeshArg,
@@ -34,16 +45,9 @@ from conformance.case import (
     may_refuse,
     numpy_form,
 )
-from conformance.contract import (
-    DATA_AXIS,
-    Contract,
-    data_axis_size,
-    default_mesh,
-    target_sharding,
-)
-from conformance.kit import one_line
-from conformance.registry import CHECKS, FULL_ONLY, CheckFailure, Inconclusive, Refused, check
-from conformance.strategies import OTHER_AXIS
+from conformance._src.library import assertions, jit_probe
+from conformance._src.library.strategies import OTHER_AXIS
+from conformance._src.running.kit import one_line
 
 # ---------------------------------------------------------------------------
 # Small helpers shared by several checks
@@ -522,7 +526,7 @@ def divisibility_no_false_error(kit: Any, case: Case) -> None:
     "the result comes out of jax.jit with in/out shardings = the target layout",
     domain=domains.ANY_CALL,
     examples=0.5,
-    needs=(internals.JIT_SPY, internals.JAXPR_JIT),
+    needs=(selftest.JIT_SPY, selftest.JAXPR_JIT),
 )
 def jit_shardings(kit: Any, case: Case) -> None:
     # A real call with the real x, watched (Kit.call): the path this very input takes
@@ -811,7 +815,7 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     "a call leaves JAX's configuration and mesh context as it found them",
     domain=domains.HISTORY_STATE,
     examples=0.25,
-    needs=(internals.GLOBAL_STATE,),
+    needs=(selftest.GLOBAL_STATE,),
 )
 def hygiene_global_state(kit: Any, case: Case) -> None:
     before = kit.runner.run("reading JAX's configuration", calls.global_state).result
@@ -881,7 +885,7 @@ def inputs_placements(kit: Any, case: Case) -> None:
     contracts=FULL_ONLY,
     domain=domains.HISTORY_COMPILE,
     examples=0.25,
-    needs=(internals.COMPILE_COUNT,),
+    needs=(selftest.COMPILE_COUNT,),
 )
 def compile_once(kit: Any, case: Case) -> None:
     # A history of calls, twice over: this input (A), the same values on another mesh
@@ -992,7 +996,7 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
     "a seen (shape, dtype, mesh) compiles nothing",
     contracts=FULL_ONLY,
     examples=0.3125,  # 5 histories at the default profile: each new mesh compiles
-    needs=(internals.COMPILE_COUNT, internals.JIT_SPY),  # the spy: what each call's jit was given
+    needs=(selftest.COMPILE_COUNT, selftest.JIT_SPY),  # the spy: what each call's jit was given
     history=True,
 )
 def state_histories(kit: Any, token: str | None) -> None:

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from conformance.contract import DATA_AXIS, Contract, dtypes_in_domain
+from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-    from conformance.case import Case, Placement
+    from conformance._src.inputs.case import Case, Placement
 
 PLACEMENTS = ("numpy", "numpy-view", "uncommitted", "device", "elsewhere", "target")
 MESHES = ("default", "1d", "2d", "2d-data1")

@@ -17,10 +17,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from conformance import coverage
-from conformance.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, make_mesh
-from conformance.contract import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
-from conformance.coverage import (
+from conformance._src.contract.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance._src.inputs import coverage
+from conformance._src.inputs.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, make_mesh
+from conformance._src.inputs.coverage import (
     DATA_POSITIONS,
     DATA_SIZES,
     LONG_MAX,
@@ -30,7 +30,7 @@ from conformance.coverage import (
     Cell,
     MeshClass,
 )
-from conformance.strategies import OTHER_AXIS, values_from
+from conformance._src.library.strategies import OTHER_AXIS, values_from
 
 # The data axis's sizes of each class (coverage.DATA_SIZES).
 _SIZES = {"one": (1,), "power-of-two": (2, 4, 8), "odd": (3, 5, 7), "even-other": (6,)}

@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -52,6 +53,19 @@ def choose_spec(cli_value: str | None) -> str:
             )
         return env_value
     return DEFAULT_SPEC
+
+
+@dataclass(frozen=True)
+class ImplRequest:
+    """The implementation a run asked for: its spec, and where the spec came from."""
+
+    spec: str  # MODULE:ATTR or path/to/file.py:ATTR
+    origin: str  # "--impl", or ENV_VAR: what messages name (spec_label)
+
+
+def requested(cli_value: str | None) -> ImplRequest:
+    """``--impl``'s value, else the environment variable's, else the reference (``choose_spec``)."""
+    return ImplRequest(choose_spec(cli_value), spec_origin(cli_value))
 
 
 def spec_origin(cli_value: str | None) -> str:

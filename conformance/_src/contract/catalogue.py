@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.contract import Contract
+from conformance._src.contract.terms import Contract
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from conformance.case import Case
-    from conformance.domains import Domain
+    from conformance._src.contract.domains import Domain
+    from conformance._src.inputs.case import Case
 
 BOTH = frozenset({Contract.SEED, Contract.FULL})
 FULL_ONLY = frozenset({Contract.FULL})
@@ -57,7 +57,7 @@ class Check:
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
     min_devices: int = 1  # under the full contract; the seed contract is one device
-    needs: tuple[str, ...] = ()  # the self-test's probes (internals.PROBES) its verdict rests on
+    needs: tuple[str, ...] = ()  # the self-test's probes (selftest.PROBES) its verdict rests on
     history: bool = False  # searches histories of calls itself (history.py); --case is a history token
 
     def devices_needed(self, contract: Contract) -> int:

@@ -18,7 +18,8 @@ import numpy as np
 from jax.extend import core as jax_core
 from jax.sharding import Sharding
 
-from conformance import internals, oracle
+from conformance._src import internals
+from conformance._src.contract import oracle
 
 JIT_PRIMITIVES = ("jit", "pjit")
 

@@ -12,7 +12,7 @@ from whether every check of the contract reached one:
 
 * ``NOT_CONFORMING`` -- a check failed or crashed (or a listed xfail passed);
 * ``KIT_ERROR`` -- none failed, but the kit could not judge some check on the
-  installed versions (a probe of ``internals.self_test`` failed);
+  installed versions (a probe of ``selftest.self_test`` failed);
 * ``PARTIAL`` -- none failed, but the whole contract was not judged: some
   check of the contract has no verdict (the run was interrupted, ``--check``
   chose a subset, ``--case`` replayed one example, a check was not run), or
@@ -39,7 +39,7 @@ class Status(str, enum.Enum):  # noqa: UP042 -- str() and format() as they have 
     NOT_APPLICABLE = "not applicable"
     NOT_RUN = "not run"
     PARTIAL = "partial"  # started, but the run ended before the check did
-    KIT_ERROR = "kit error"  # the kit cannot judge it on the installed versions (internals.self_test)
+    KIT_ERROR = "kit error"  # the kit cannot judge it on the installed versions (selftest.self_test)
 
 
 # A check with one of these statuses reached a verdict.

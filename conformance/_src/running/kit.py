@@ -24,9 +24,22 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.database import ExampleDatabase
 
-from conformance import coverage, internals, jax_bugs, jit_probe
-from conformance.calls import ImplementationHung, Outcome, Runner, finished
-from conformance.case import (
+from conformance._src import selftest
+from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
+from conformance._src.calling.distributed import FAILED, HUNG, OK, Cluster
+from conformance._src.contract import jax_bugs
+from conformance._src.contract.catalogue import (
+    CHECKS,
+    Check,
+    CheckFailure,
+    Inconclusive,
+    Refused,
+    gates_for,
+    not_applicable,
+)
+from conformance._src.contract.terms import Contract, data_axis_size
+from conformance._src.inputs import coverage
+from conformance._src.inputs.case import (
     UNCOMMITTED,
     Case,
     call_text,
@@ -37,13 +50,11 @@ from conformance.case import (
     make_input,
     may_refuse,
 )
-from conformance.contract import Contract, data_axis_size
-from conformance.distributed import FAILED, HUNG, OK, Cluster
-from conformance.pool import Pool
-from conformance.registry import CHECKS, Check, CheckFailure, Inconclusive, Refused, gates_for, not_applicable
-from conformance.schedule import Schedule, mesh_variants
-from conformance.strategies import cases as draw_cases
-from conformance.verdict import CheckVerdict, Status
+from conformance._src.inputs.schedule import Schedule, mesh_variants
+from conformance._src.library import jit_probe
+from conformance._src.library.strategies import cases as draw_cases
+from conformance._src.reporting.verdict import CheckVerdict, Status
+from conformance._src.running.pool import Pool
 
 
 def one_line(text: str, limit: int = 600) -> str:
@@ -129,7 +140,7 @@ class Kit:
     in_schedule: bool = False  # True while the schedule's inputs are judged
     running: str = ""  # the check whose test runs now (run_check); check_id: the one judging
     _shared: dict[str, _Finding] | None = None  # the shared pass's findings, per check
-    _probes: dict[str, str] | None = None  # internals.self_test(): the probes that failed, and why
+    _probes: dict[str, str] | None = None  # selftest.self_test(): the probes that failed, and why
     # Per check: the inputs a known bug of the installed JAX kept from being judged (jax_bugs.py),
     # per bug, and the cells where that happened.
     _hits: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -284,16 +295,16 @@ class Kit:
     def broken_probe(self, check: Check) -> str | None:
         """Why the kit cannot judge ``check`` here: a probe of the self-test it rests on failed."""
         # In a --distributed run every example's verdict goes through the cluster's client.
-        needs = (*check.needs, internals.CLUSTER_CLIENT) if self.cluster is not None else check.needs
+        needs = (*check.needs, selftest.CLUSTER_CLIENT) if self.cluster is not None else check.needs
         if not needs:
             return None
         if self._probes is None:
-            self._probes = internals.self_test(cluster=self.cluster is not None)
+            self._probes = selftest.self_test(cluster=self.cluster is not None)
         failed = [name for name in needs if name in self._probes]
         if not failed:
             return None
         return (
-            f"[{check.id}] kit error: the kit cannot judge this check on {internals.versions()}. "
+            f"[{check.id}] kit error: the kit cannot judge this check on {selftest.versions()}. "
             f"Its self-test probe {failed[0]!r} failed: {self._probes[failed[0]]}. The check is neither "
             f"passed nor failed, and says nothing about the implementation; please report it with "
             f"these versions."

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from conformance import internals
+from conformance._src import internals
 
 if TYPE_CHECKING:
-    from conformance.supervise import CallLog
+    from conformance._src.calling.supervise import CallLog
 
 
 def global_state() -> dict[str, str]:

@@ -49,8 +49,8 @@ from typing import Any
 
 import pytest
 
-from conformance import internals
-from conformance.verdict import CheckVerdict, Status
+from conformance._src import internals
+from conformance._src.reporting.verdict import CheckVerdict, Status
 
 STATE_DIR_KEY = "conformance_state_dir"
 GRACE_S = 0.5  # past a call's deadline before the watchdog acts
@@ -80,7 +80,15 @@ class Probe:
 
     @classmethod
     def start(cls, spec: str, devices: int, origin: str = "--impl") -> Probe:
-        argv = [sys.executable, "-m", "conformance.supervise", "probe", spec, str(devices), origin]
+        argv = [
+            sys.executable,
+            "-m",
+            "conformance._src.calling.supervise",
+            "probe",
+            spec,
+            str(devices),
+            origin,
+        ]
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -88,7 +96,7 @@ class Probe:
 
     def result(self, timeout: float) -> ProbeResult:
         """What the probe learned; ``pytest.UsageError`` (one line) if loading failed."""
-        from conformance.loader import spec_label
+        from conformance._src.calling.loader import spec_label
 
         spec = spec_label(self.spec, self.origin)
         try:
@@ -136,7 +144,7 @@ _LOADING = "conformance-probe: devices made, loading the implementation"
 
 def _probe_main(spec: str, count: int, origin: str) -> int:
     """The child's side of ``probe``: a line once the devices are made, then one JSON line on stdout."""
-    from conformance import devices, loader
+    from conformance._src.calling import devices, loader
 
     try:
         found = devices.ensure_host_devices(count)
@@ -406,4 +414,4 @@ class Supervisor:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "probe":
         sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
-    sys.exit("usage: python -m conformance.supervise probe SPEC DEVICES ORIGIN")
+    sys.exit("usage: python -m conformance._src.calling.supervise probe SPEC DEVICES ORIGIN")

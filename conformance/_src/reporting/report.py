@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import conformance
-from conformance.devices import DEFAULT_DEVICES
-from conformance.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
+from conformance._src.calling.devices import DEFAULT_DEVICES
+from conformance._src.reporting.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(status.value for status in Status)
@@ -58,7 +58,7 @@ class Report:
 
     def ordered(self) -> list[CheckVerdict]:
         """Every expected check (``not run`` where none came), then any other, in registry order."""
-        from conformance.registry import CHECKS
+        from conformance._src.contract.catalogue import CHECKS
 
         every = dict.fromkeys(self.expected)
         every.update(dict.fromkeys(self.results))
@@ -95,7 +95,7 @@ def _version(package: str) -> str | None:
 def to_json(report: Report) -> dict[str, Any]:
     import jax
 
-    from conformance.registry import CHECKS
+    from conformance._src.contract.catalogue import CHECKS
 
     every = report.ordered()
     totals = {
@@ -419,7 +419,7 @@ def write(report: Report, path: str) -> list[Path]:
 
 def print_checks(stream: Any = sys.stdout) -> None:
     """``--list-checks``: one line per check with its contracts."""
-    from conformance.registry import CHECKS
+    from conformance._src.contract.catalogue import CHECKS
 
     width = max(len(c) for c in CHECKS)
     for check in CHECKS.values():

@@ -49,8 +49,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from conformance.calls import Outcome
-from conformance.case import Case, device_ids
+from conformance._src.calling.calls import Outcome
+from conformance._src.inputs.case import Case, device_ids
 
 BUDGET = 64 * 2**20  # bytes of kept calls' inputs and results
 _M_MMAP_THRESHOLD = -3  # mallopt's parameter number, glibc's malloc.h

@@ -15,14 +15,130 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from conformance import internals, loader
-from conformance.contract import DATA_AXIS, Contract
+from conformance._src import internals
+from conformance._src.calling import devices, loader
+
+if TYPE_CHECKING:
+    from conformance._src.contract.terms import Contract
 
 IMPL_FORMS = "MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)"
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """The kit's command-line options and ini value (``pytest --help`` lists them)."""
+    group = parser.getgroup("conformance", "pjit_double conformance kit")
+    group.addoption(
+        "--impl",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="implementation to check: MODULE:ATTR or path/to/file.py:ATTR "
+        f"(default: ${loader.ENV_VAR}, then {loader.DEFAULT_SPEC})",
+    )
+    group.addoption(
+        "--contract",
+        default="full",
+        choices=["seed", "full"],  # conformance.contract.Contract's values (importing it imports JAX)
+        help="seed: the exercise as written; full: plus mesh=, dtypes, placements (default)",
+    )
+    group.addoption(
+        "--devices",
+        type=int,
+        default=devices.DEFAULT_DEVICES,
+        metavar="N",
+        help=f"forced CPU devices to test on (default {devices.DEFAULT_DEVICES})",
+    )
+    group.addoption(
+        "--call-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a call of the implementation that takes longer fails as hung (default 60)",
+    )
+    group.addoption(
+        "--check", action="append", default=[], metavar="ID", help="run only this check (repeatable)"
+    )
+    group.addoption(
+        "--case",
+        default=None,
+        metavar="TOKEN",
+        help="replay exactly one example (printed in failure messages); needs one --check",
+    )
+    group.addoption(
+        "--list-checks",
+        action="store_true",
+        default=False,
+        help="print the check IDs with their contracts and exit",
+    )
+    group.addoption(
+        "--conformance-report",
+        default=None,
+        metavar="PATH",
+        help="write the verdicts as JSON; a .md PATH gets Markdown and JSON beside it",
+    )
+    group.addoption(
+        "--xfail-file",
+        default=None,
+        metavar="FILE",
+        help="lines of 'CHECK-ID  reason': those checks are expected to fail",
+    )
+    group.addoption(
+        "--distributed",
+        action="store_true",
+        default=False,
+        help="run as one process of a multi-process JAX job (jax.distributed); "
+        "--devices is then the count per process",
+    )
+    group.addoption(
+        "--coordinator",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --distributed: the coordinator (default: found by jax.distributed)",
+    )
+    group.addoption("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
+    group.addoption("--process-id", type=int, default=None, metavar="I", help="with --distributed")
+    # For the user's own tests of sharded code (README, "Testing your own sharded functions").
+    group.addoption(
+        "--host-devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="your own tests: run them on N forced CPU devices (the host_devices fixture gives them); "
+        "default: the host_devices ini value, else JAX's own devices",
+    )
+    parser.addini(
+        "host_devices", "forced CPU devices for this project's tests (as --host-devices)", default=""
+    )
+
+
+def host_device_count(config: pytest.Config) -> int | None:
+    """``--host-devices``, else the ``host_devices`` ini value, else None (JAX's own devices)."""
+    count = config.getoption("--host-devices")
+    if count is None:
+        text = str(config.getini("host_devices")).strip()
+        if not text:
+            return None
+        try:
+            count = int(text)
+        except ValueError:
+            raise pytest.UsageError(
+                f"host_devices = {text!r} in the pytest configuration is not a number"
+            ) from None
+    return int(count)
+
+
+def list_checks(config: pytest.Config) -> int | None:
+    """``--list-checks``: print the check IDs with their contracts; 0 ends the run there."""
+    if not config.getoption("--list-checks"):
+        return None
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.reporting.report import print_checks
+
+    print_checks()
+    return 0
 
 
 def validate(config: pytest.Config) -> None:
@@ -30,8 +146,8 @@ def validate(config: pytest.Config) -> None:
     _validate_impl(config)
     _validate_numbers(config)
     _validate_profile(config)
-    from conformance import checks  # noqa: F401 -- registers the checks
-    from conformance.registry import CHECKS
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CHECKS
 
     unknown = [c for c in config.getoption("--check") if c not in CHECKS]
     if unknown:
@@ -108,8 +224,9 @@ def _validate_case(config: pytest.Config) -> None:
     names are counted against --devices (in --distributed runs, where device
     ids are global, the kit's replay finds a missing device itself).
     """
-    from conformance.case import Case, CaseTokenError, parse, parse_history
-    from conformance.registry import CHECKS
+    from conformance._src.contract.catalogue import CHECKS
+    from conformance._src.contract.terms import Contract
+    from conformance._src.inputs.case import Case, CaseTokenError, parse, parse_history
 
     wanted = config.getoption("--check")
     if len(wanted) != 1:
@@ -162,7 +279,7 @@ def _validate_call(config: pytest.Config, data: Any, contract: Contract) -> None
 
 
 def _describe(data: Any) -> str:
-    from conformance.case import call_text, describe_placement
+    from conformance._src.inputs.case import call_text, describe_placement
 
     mesh = (
         "default (first device only)"
@@ -179,7 +296,7 @@ def _outside_contract(data: Any, contract: Contract) -> str | None:
     """Why a parsed case (case.CaseData) is outside the contract's domain, if it is."""
     import jax
 
-    from conformance.contract import dtypes_in_domain
+    from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
 
     x64 = bool(jax.config.read("jax_enable_x64"))
     if data.dtype not in dtypes_in_domain(contract, x64=x64):

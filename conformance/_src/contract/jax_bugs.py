@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from conformance.case import Case
-from conformance.contract import data_axis_size
+from conformance._src.contract.terms import data_axis_size
+from conformance._src.inputs.case import Case
 
 
 def jax_version() -> tuple[int, ...]:

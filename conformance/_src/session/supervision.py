@@ -1,0 +1,116 @@
+"""The hooks that run around or beside pytest-xdist's own, for supervision (supervise.py says why).
+
+Before pytest-xdist reads ``-n``, a run of the suite gets one worker to watch; the controller
+probes ``--impl`` in a child while it starts up; a worker that died gives its check a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from conformance._src.calling import loader
+from conformance._src.session import scope
+from conformance._src.session.setup import schedule_seed
+from conformance._src.session.state import CONFIG, PROBE_KEY, SCHEDULE_SEED, SUPERVISOR_KEY, VERDICT_PROPERTY
+
+
+def leave_usage_summary(config: pytest.Config, error: pytest.UsageError) -> None:
+    """A run of the suite that stops at a usage error leaves its one line at a ``.md`` report path."""
+    path = config.getoption("--conformance-report")
+    if path and scope.targets_kit(config):
+        from conformance._src.reporting.report import write_usage_error
+
+        write_usage_error(str(error), path)
+
+
+class SupervisionHooks:
+    """Hooks that must run around or beside pytest-xdist's own (supervise.py says why)."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_cmdline_main(self, config: pytest.Config) -> Generator[None, Any, Any]:
+        if scope.targets_kit(config) and not config.getoption("--list-checks"):
+            from conformance._src.session import options
+
+            try:
+                options.validate(config)  # every option, before anything runs
+            except pytest.UsageError as error:
+                leave_usage_summary(config, error)
+                raise
+        # Before pytest-xdist reads -n: a run of the suite gets one worker to watch,
+        # unless it asked for workers itself, for none (-n 0), or runs as one
+        # process of a multi-process job (--distributed: conformance.launch watches).
+        if (
+            not hasattr(config, "workerinput")
+            and hasattr(config.option, "numprocesses")
+            and config.option.numprocesses is None
+            and not config.getoption("--list-checks")
+            and not config.getoption("--distributed")
+            and not config.getoption("usepdb", False)
+            and not config.getoption("collectonly", False)
+            and scope.targets_kit(config)
+        ):
+            config.option.numprocesses = 1
+        if scope.targets_kit(config) and scope.supervised_after_xdist(config):
+            from conformance._src.calling.supervise import Probe
+
+            # Load --impl in a child while this process starts up (it never loads it itself).
+            request = loader.requested(config.getoption("--impl"))
+            config.stash[PROBE_KEY] = Probe.start(request.spec, config.getoption("--devices"), request.origin)
+        if (
+            hasattr(config.option, "maxworkerrestart")
+            and config.option.maxworkerrestart is None
+            and scope.targets_kit(config)
+        ):
+            from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+            from conformance._src.contract.catalogue import CHECKS
+
+            # Every check may crash its worker once, and all of them still get a verdict.
+            config.option.maxworkerrestart = str(2 * len(CHECKS))
+        try:
+            return (yield)
+        except pytest.UsageError as error:
+            leave_usage_summary(config, error)
+            raise
+        finally:
+            probe = config.stash.get(PROBE_KEY, None)
+            if probe is not None:
+                probe.cancel()  # a no-op once its result was read
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        supervisor = node.config.stash.get(SUPERVISOR_KEY, None)
+        if supervisor is not None:
+            from conformance._src.calling.supervise import STATE_DIR_KEY
+
+            node.workerinput[STATE_DIR_KEY] = str(supervisor.state_dir)
+        node.workerinput[SCHEDULE_SEED] = schedule_seed(node.config)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodeready(self, node: Any) -> None:
+        supervisor = node.config.stash.get(SUPERVISOR_KEY, None)
+        if supervisor is not None:
+            supervisor.worker_ready(node)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        supervisor = node.config.stash.get(SUPERVISOR_KEY, None)
+        if supervisor is not None:
+            supervisor.worker_down(node)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: Any) -> None:
+        """A worker died while running ``crashitem``: give that check its verdict."""
+        config = CONFIG.get("config")
+        supervisor = config.stash.get(SUPERVISOR_KEY, None) if config is not None else None
+        if supervisor is None or "test_check[" not in crashitem:
+            return
+        from conformance._src.contract.catalogue import CHECKS
+
+        verdict = supervisor.crash_verdict(crashitem, report.node)  # type: ignore[attr-defined]
+        report.longrepr = verdict.message
+        report.user_properties.append((VERDICT_PROPERTY, verdict.to_dict()))
+        if verdict.id in CHECKS and CHECKS[verdict.id].gate:
+            supervisor.remember_crashed_gate(verdict)

@@ -1,0 +1,204 @@
+"""From each check's test to the run's verdict: the CheckVerdict on each test report, --xfail-file,
+pytest's progress letters, the terminal table, the report files and the exit status.
+
+``pytest_runtest_logreport`` runs in the controller for pytest-xdist workers' tests too, so the
+one Report gets every verdict, a crashed worker's included (supervision.py gives those).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from conformance._src.reporting.verdict import CheckVerdict, RunVerdict, Status
+from conformance._src.session.state import (
+    CONFIG,
+    KIT_KEY,
+    REPORT_KEY,
+    SUPERVISOR_KEY,
+    VERDICT_PROPERTY,
+    XFAIL_KEY,
+    controller_report,
+)
+
+
+def check_id(item: Any) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("check_id") if callspec is not None else None
+
+
+def select_and_mark(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--check's selection, and --xfail-file's marks."""
+    if KIT_KEY not in config.stash:
+        return
+    wanted = set(config.getoption("--check"))
+    if wanted:
+        dropped = [i for i in items if check_id(i) is not None and check_id(i) not in wanted]
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i not in dropped]
+    for item in items:
+        reason = config.stash.get(XFAIL_KEY, {}).get(check_id(item) or "")
+        if reason is not None:
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError))
+
+
+def verdict_of(report: pytest.TestReport) -> CheckVerdict | None:
+    for name, value in report.user_properties:
+        if name == VERDICT_PROPERTY and isinstance(value, dict):
+            return CheckVerdict.from_dict(value)
+    return None
+
+
+def with_xfail(verdict: CheckVerdict, xfails: dict[str, str]) -> CheckVerdict:
+    """Apply --xfail-file: a listed failure is expected; a listed pass fails (the file must not go stale)."""
+    reason = xfails.get(verdict.id)
+    if reason is None:
+        return verdict
+    verdict.xfail_reason = reason
+    if verdict.status is Status.FAILED:
+        verdict.status = Status.XFAILED
+    elif verdict.status is Status.PASSED:
+        verdict.status = Status.FAILED
+        verdict.message = (
+            f"[{verdict.id}] passed, but --xfail-file lists it as expected to fail ({reason}); "
+            f"remove its line from the file"
+        )
+    return verdict
+
+
+def shorten_failure(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """A failed check shows the kit's message block, not the kit's frames or Hypothesis's notes.
+
+    The whole traceback is still there with ``--tb=long`` or ``-vv``.
+    """
+    if (
+        KIT_KEY in item.config.stash
+        and report.failed
+        and call.excinfo is not None
+        and item.config.getoption("tbstyle", "auto") not in ("long", "native")
+        and item.config.getoption("verbose", 0) < 2
+    ):
+        from conformance._src.contract.catalogue import CheckFailure
+
+        if isinstance(call.excinfo.value, CheckFailure):
+            report.longrepr = str(call.excinfo.value).split("\n\nFalsifying", 1)[0]
+
+
+def check_started(nodeid: str, location: Any) -> None:
+    report = controller_report()
+    if report is not None and "test_check[" in nodeid:
+        report.started(nodeid.rpartition("[")[2].rstrip("]"))
+
+
+def collect(report: pytest.TestReport) -> None:
+    """Collect each check's verdict; runs in the controller for pytest-xdist workers' tests too."""
+    run_report = controller_report()
+    verdict = verdict_of(report)
+    if run_report is None or verdict is None:
+        return
+    if report.when not in ("call", "???"):  # "???": pytest-xdist's report for a crashed worker's test
+        return
+    config = CONFIG["config"]
+    run_report.add(with_xfail(verdict, config.stash.get(XFAIL_KEY, {})))
+    _show_root_cause_once(report, verdict, run_report)
+
+
+def _show_root_cause_once(report: pytest.TestReport, verdict: CheckVerdict, run_report: Any) -> None:
+    """A failure with the same cause as an earlier check's is one line, not another copy of the block."""
+    if verdict.status not in (Status.FAILED, Status.CRASHED) or not verdict.message:
+        return
+    lines = verdict.message.splitlines()
+    # The same summary, expectation, outcome and hint: one cause, whatever the input.
+    cause = tuple(line for line in lines[1:] if line.lstrip().startswith(("expected:", "got:", "hint:")))
+    summary = lines[0].split("] ", 1)[-1]
+    seen: dict[tuple[str, ...], str] = run_report.__dict__.setdefault("_causes", {})
+    first = seen.setdefault((summary, *cause), verdict.id)
+    if first != verdict.id and isinstance(report.longrepr, str):
+        report.longrepr = f"[{verdict.id}] {summary}: the same failure as [{first}] above"
+
+
+def teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """pytest's progress line names the kit's status (crashed, inconclusive, not applicable ...)."""
+    verdict = verdict_of(report)
+    if verdict is None or report.when not in ("call", "???"):
+        return None
+    verdict = with_xfail(verdict, config.stash.get(XFAIL_KEY, {}))
+    letters = {
+        Status.PASSED: ".",
+        Status.FAILED: "F",
+        Status.CRASHED: "C",
+        Status.XFAILED: "x",
+        Status.INCONCLUSIVE: "i",
+        Status.NOT_APPLICABLE: "n",
+        Status.NOT_RUN: "s",
+    }
+    category = {
+        Status.PASSED: "passed",
+        Status.FAILED: "failed",
+        Status.CRASHED: "failed",
+        Status.XFAILED: "xfailed",
+    }.get(verdict.status, "skipped")
+    return category, letters.get(verdict.status, "?"), verdict.status.value.upper()
+
+
+def session_started(session: pytest.Session) -> None:
+    CONFIG["config"] = session.config
+    if REPORT_KEY in session.config.stash and not hasattr(session.config, "workerinput"):
+        # A piped run (a CI log) shows each check's verdict as it ends.
+        option = session.config.option
+        option.verbose = max(option.verbose, 1)
+
+
+def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    report = controller_report()
+    if report is None:
+        return
+    kit = config.stash.get(KIT_KEY, None)
+    if kit is not None and kit.cluster is not None and kit.cluster.process_id != 0:
+        return  # process 0 speaks for the cluster
+    from conformance._src.reporting import report as reporting
+
+    if report.duration < 0:
+        report.duration += time.perf_counter()
+    terminalreporter.section("pjit_double conformance")
+    terminalreporter.write(reporting.markdown(report))
+    terminalreporter.write_line("timing: " + reporting.timing_summary(report))
+    path = config.getoption("--conformance-report")
+    if path:
+        for written in reporting.write(report, path):
+            terminalreporter.write_line(f"report written to {written}")
+    terminalreporter.write_line(f"conformance: {reporting.headline(report)}")
+
+
+def set_exit_status(session: pytest.Session) -> None:
+    """The exit status is the run's verdict: 0 conforming, 1 not conforming, 2 partial."""
+    report = controller_report()
+    if report is not None and session.exitstatus in (0, 1, 2, 5):
+        verdict: RunVerdict = report.verdict
+        session.exitstatus = verdict.exit_status
+    CONFIG["exitstatus"] = session.exitstatus  # type: ignore[assignment]
+    if KIT_KEY in session.config.stash:
+        # pytest's unraisable-exception plug-in collects five times at exit,
+        # ~0.3 s each over this heap; what the checks made is done with.
+        gc.collect()
+        gc.freeze()
+
+
+def unconfigure(config: pytest.Config) -> None:
+    supervisor = config.stash.get(SUPERVISOR_KEY, None)
+    if supervisor is not None:
+        supervisor.stop()
+    kit = config.stash.get(KIT_KEY, None)
+    if kit is not None and kit.runner.hung:
+        # A hung call still runs on the worker thread and may hold JAX's
+        # runtime; interpreter shutdown could wait on it forever.  Everything
+        # is reported by now, so leave at once with pytest's verdict.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        status = CONFIG.get("exitstatus", 1)
+        os._exit(int(status) if isinstance(status, int) else 1)

@@ -1,0 +1,165 @@
+"""The house's layout, read from the source: no import circles, and users import only the public face.
+
+The public face is every module at the top of ``conformance/`` whose name does not start with
+``_`` (``conformance/__init__.py`` names each one); everything else lives in ``conformance/_src/``
+and may change without notice.  The graph is built from the source with ``ast``, every import
+counted wherever it stands: at the top, inside a function, or under ``if TYPE_CHECKING:``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "conformance"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(source: str, known: set[str]) -> set[str]:
+    """The modules of ``known`` that ``source`` imports, anywhere in it."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from pkg import mod`` imports pkg.mod where that is a module, else a name of pkg.
+            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module for a in node.names]
+        else:
+            continue
+        for name in names:
+            # ``import a.b.c`` runs a, a.b and a.b.c: the innermost known one is what it needs.
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the kit's modules it imports (its own package's ``__init__`` left out: docstrings)."""
+    modules = _modules()
+    known = set(modules)
+    packages = {m for m, p in modules.items() if p.name == "__init__.py"}
+    return {
+        name: {m for m in imported(path.read_text(), known) if m != name and m not in packages}
+        for name, path in modules.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle once, as the path that closes it (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def is_private(module: str) -> bool:
+    return any(part.startswith("_") and part != "__init__" for part in module.split(".")[1:])
+
+
+def public_modules() -> list[str]:
+    return sorted(m for m in _modules() if m != "conformance" and not is_private(m))
+
+
+def test_the_kit_has_no_import_circle() -> None:
+    found = cycles(import_graph())
+    assert not found, "import circles in conformance/: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_finder_finds_a_circle_through_three_modules() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_imports_are_found_wherever_they_stand() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from conformance._src.running.kit import Kit\n"
+        "def f():\n    from conformance._src.contract import checks\n"
+        "import conformance._src.internals\n"
+    )
+    known = {"conformance._src.running.kit", "conformance._src.contract.checks", "conformance._src.internals"}
+    assert imported(source, known | {"conformance._src.contract"}) == known
+
+
+def test_the_door_to_private_internals_imports_nothing_of_the_kit() -> None:
+    graph = import_graph()
+    assert graph["conformance._src.internals"] == set()
+
+
+def test_every_public_module_is_named_in_the_package_docstring() -> None:
+    import conformance
+
+    doc = conformance.__doc__ or ""
+    for module in public_modules():
+        short = module.removeprefix("conformance.")
+        assert f"``{short}``" in doc, f"conformance/__init__.py does not name the public module {module}"
+
+
+def test_the_public_face_exports_what_it_names() -> None:
+    import importlib
+
+    for module in public_modules():
+        loaded = importlib.import_module(module)
+        for name in getattr(loaded, "__all__", []):
+            assert hasattr(loaded, name), f"{module}.__all__ names {name}, which it lacks"
+
+
+def _readme_code() -> list[tuple[str, str]]:
+    text = (ROOT / "README.md").read_text()
+    return [(f"README.md block {k}", block) for k, block in enumerate(re.findall(r"```python\n(.*?)```", text, re.S))]
+
+
+def _example_code() -> list[tuple[str, str]]:
+    return [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "examples").rglob("*.py"))]
+
+
+@pytest.mark.parametrize("where, source", _readme_code() + _example_code(), ids=lambda v: v if " " in v or "/" in v else "")
+def test_user_code_imports_only_the_public_face(where: str, source: str) -> None:
+    modules = set(_modules())
+    used = imported(source, modules | {"conformance._src"})
+    private = sorted(m for m in used if is_private(m))
+    assert not private, f"{where} imports private modules {private}: users import only {public_modules()}"
+
+
+def test_the_readme_has_code_for_the_user_code_test_to_read() -> None:
+    assert len(_readme_code()) >= 1
+    assert any("conformance" in source for _, source in _readme_code() + _example_code())
