@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +28,7 @@ import pytest
 
 from conformance._src.calling.devices import ensure_host_devices
 from tests.kit_process import child_env
+from tests.kit_server import KitServer
 
 TEST_DEVICES = 8
 ensure_host_devices(TEST_DEVICES)
@@ -155,3 +156,11 @@ def bg_run(request: pytest.FixtureRequest, background: Background) -> Run:
     assert len(marks) == 1, "bg_run needs exactly one @pytest.mark.background"
     background.start(*marks[0].args, **marks[0].kwargs)  # already started unless under xdist
     return background.result(marks[0].args[0])
+
+
+@pytest.fixture(scope="session")
+def kit_server() -> Iterator[KitServer]:
+    """A warm kit process for this pytest-xdist worker's runs of the suite (tests/kit_server.py)."""
+    server = KitServer(child_env())
+    yield server
+    server.close()

@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run as a script, python tests/mutation_score.py
     sys.path.insert(0, str(ROOT))
 
 from tests.kit_process import BROKEN, REPORT_OPTION, child_env, read_report, statuses, verdict  # noqa: E402
+from tests.kit_server import KitServer  # noqa: E402
 
 TESTS = ROOT / "tests"
 PROFILES = ("default", "ci", "thorough")
@@ -196,28 +197,29 @@ def run_conformance(
     checks: tuple[str, ...] = (),
     fast_fail: bool | None = None,
     in_process: bool = False,
+    server: KitServer | None = None,
 ) -> Run:
-    """Run the suite on ``subject`` in a subprocess (cwd: the repository root)."""
+    """Run the suite on ``subject`` in a subprocess (cwd: the repository root), or with ``server``
+    (``in_process`` runs only) in that warm kit process (tests/kit_server.py)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         report = Path(tmp) / "report.json"
         start = time.perf_counter()
-        try:
-            done = subprocess.run(
-                command(subject, profile, checks, report, fast_fail, in_process),
-                cwd=ROOT,
-                env=_environment(),
-                capture_output=True,
-                text=True,
-                timeout=RUN_TIMEOUT,
-            )
-            returncode, output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired as exc:
-            returncode = -1
-            parts = [
-                p.decode(errors="replace") if isinstance(p, bytes) else p or ""
-                for p in (exc.stdout, exc.stderr)
-            ]
-            output = "".join(parts) + f"\n[the run took more than {RUN_TIMEOUT:g} s]"
+        argv = command(subject, profile, checks, report, fast_fail, in_process)
+        if server is not None and in_process:
+            returncode, output = server.run(argv[3:], RUN_TIMEOUT)  # past ``python -m pytest``
+        else:
+            try:
+                done = subprocess.run(
+                    argv, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=RUN_TIMEOUT
+                )
+                returncode, output = done.returncode, done.stdout + done.stderr
+            except subprocess.TimeoutExpired as exc:
+                returncode = -1
+                parts = [
+                    p.decode(errors="replace") if isinstance(p, bytes) else p or ""
+                    for p in (exc.stdout, exc.stderr)
+                ]
+                output = "".join(parts) + f"\n[the run took more than {RUN_TIMEOUT:g} s]"
         seconds = time.perf_counter() - start
         return Run(subject, profile, returncode, output, seconds, read_report(report))
 

@@ -35,7 +35,10 @@ def imported(source: str, known: set[str]) -> set[str]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             # ``from pkg import mod`` imports pkg.mod where that is a module, else a name of pkg.
-            names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module for a in node.names]
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                for a in node.names
+            ]
         else:
             continue
         for name in names:
@@ -145,14 +148,19 @@ def test_the_public_face_exports_what_it_names() -> None:
 
 def _readme_code() -> list[tuple[str, str]]:
     text = (ROOT / "README.md").read_text()
-    return [(f"README.md block {k}", block) for k, block in enumerate(re.findall(r"```python\n(.*?)```", text, re.S))]
+    return [
+        (f"README.md block {k}", block)
+        for k, block in enumerate(re.findall(r"```python\n(.*?)```", text, re.S))
+    ]
 
 
 def _example_code() -> list[tuple[str, str]]:
     return [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "examples").rglob("*.py"))]
 
 
-@pytest.mark.parametrize("where, source", _readme_code() + _example_code(), ids=lambda v: v if " " in v or "/" in v else "")
+@pytest.mark.parametrize(
+    "where, source", _readme_code() + _example_code(), ids=lambda v: v if " " in v or "/" in v else ""
+)
 def test_user_code_imports_only_the_public_face(where: str, source: str) -> None:
     modules = set(_modules())
     used = imported(source, modules | {"conformance._src"})

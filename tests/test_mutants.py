@@ -5,10 +5,12 @@ checks its ``KILLED_BY`` names must catch it, under the default (random) and
 the ci (derandomized) Hypothesis profile alike, the primary check (the first
 one) failing by name.  Every module in tests/alternates/ is a correct
 implementation written another way, which the whole suite must pass.  Each
-run is a real ``python -m pytest conformance ...`` process, as a user runs it;
-a mutant's run is limited to its KILLED_BY checks, in one process (``-n 0``:
-supervision has tests of its own), to stay short.  Verdicts
-are read from each run's JSON report (``--conformance-report``).
+run is a whole ``pytest conformance ...`` command line, as a user gives it, with
+``-n 0`` (supervision has tests of its own): run in the warm kit process of this
+pytest-xdist worker (tests/kit_server.py: a fresh Python costs more than most
+runs), except for implementations that change JAX's global state on purpose or
+hang, which get a real process each.  A mutant's run is limited to its KILLED_BY
+checks.  Verdicts are read from each run's JSON report (``--conformance-report``).
 ``python tests/mutation_score.py`` runs the full suite on all of them.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import pytest
 
 from tests.kit_process import BROKEN
+from tests.kit_server import KitServer
 from tests.mutation_score import Run, Subject, discover, run_conformance
 
 MUTANTS = discover("mutants")
@@ -56,8 +59,10 @@ def test_the_catalogue_is_complete_and_well_formed() -> None:
 
 @pytest.mark.parametrize("profile", ["default", "ci"])
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
-def test_mutant_is_killed_by_its_primary_check(mutant: Subject, profile: str) -> None:
-    run = run_conformance(mutant, profile, checks=mutant.killed_by, in_process=True)
+def test_mutant_is_killed_by_its_primary_check(mutant: Subject, profile: str, kit_server: KitServer) -> None:
+    run = run_conformance(
+        mutant, profile, checks=mutant.killed_by, in_process=True, server=_server_for(mutant, kit_server)
+    )
     primary = mutant.killed_by[0]
     assert run.returncode == 1, _report(run)
     assert run.report is not None, "no report written\n" + _report(run)
@@ -65,13 +70,20 @@ def test_mutant_is_killed_by_its_primary_check(mutant: Subject, profile: str) ->
     assert run.statuses.get(primary) in BROKEN, f"{primary} did not fail\n" + _report(run)
 
 
+def _server_for(subject: Subject, server: KitServer) -> KitServer | None:
+    """The warm kit process, unless the implementation changes global state on purpose or hangs."""
+    if "hygiene.global-state" in subject.killed_by or subject.call_timeout is not None:
+        return None
+    return server
+
+
 def _is_inconclusive(run: Run, check_id: str) -> bool:
     return run.statuses.get(check_id) == "inconclusive"
 
 
 @pytest.mark.parametrize("alternate", ALTERNATES, ids=[a.name for a in ALTERNATES])
-def test_alternate_passes_the_whole_suite(alternate: Subject) -> None:
-    run = run_conformance(alternate, "default")
+def test_alternate_passes_the_whole_suite(alternate: Subject, kit_server: KitServer) -> None:
+    run = run_conformance(alternate, "default", in_process=True, server=_server_for(alternate, kit_server))
     assert run.returncode == 0, _report(run)
     assert run.verdict == "conforming" and not run.failed, _report(run)
     assert len(run.statuses) == len(_known_checks()), _report(run)

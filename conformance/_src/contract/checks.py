@@ -47,7 +47,7 @@ from conformance._src.inputs.case import (
 )
 from conformance._src.library import assertions, jit_probe
 from conformance._src.library.strategies import OTHER_AXIS
-from conformance._src.running.kit import one_line
+from conformance._src.running.messages import one_line
 
 # ---------------------------------------------------------------------------
 # Small helpers shared by several checks

@@ -11,18 +11,13 @@ example-database keys; and it turns ``Inconclusive`` into a skip.
 
 from __future__ import annotations
 
-import random
-import shlex
 import time
 import traceback
-import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
-from hypothesis.database import ExampleDatabase
 
 from conformance._src import selftest
 from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
@@ -37,14 +32,12 @@ from conformance._src.contract.catalogue import (
     gates_for,
     not_applicable,
 )
-from conformance._src.contract.terms import Contract, data_axis_size
+from conformance._src.contract.terms import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
-    UNCOMMITTED,
     Case,
     call_text,
     decode,
-    describe_placement,
     encode,
     encode_history,
     make_input,
@@ -54,70 +47,8 @@ from conformance._src.inputs.schedule import Schedule, mesh_variants
 from conformance._src.library import jit_probe
 from conformance._src.library.strategies import cases as draw_cases
 from conformance._src.reporting.verdict import CheckVerdict, Status
+from conformance._src.running import explore, messages, shared_pass
 from conformance._src.running.pool import Pool
-
-
-def one_line(text: str, limit: int = 600) -> str:
-    """The first line of ``text``; a long one ends at a sentence or word boundary, marked, never mid-word."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    if len(line) <= limit:
-        return line
-    cut = line[:limit]
-    end = max(cut.rfind(". "), cut.rfind("; "))
-    if end < limit // 2:
-        end = cut.rfind(" ")
-    return cut[: end + 1].rstrip() + " [...]"
-
-
-# Compiles make examples slow and uneven: no deadline, no too_slow health check.
-_QUIET = [
-    HealthCheck.too_slow,
-    HealthCheck.data_too_large,
-    HealthCheck.filter_too_much,
-    HealthCheck.large_base_example,
-]
-PROFILES: dict[str, dict[str, Any]] = {
-    "default": dict(max_examples=16, deadline=None, suppress_health_check=_QUIET),
-    "ci": dict(
-        max_examples=16,
-        deadline=None,
-        suppress_health_check=_QUIET,
-        derandomize=True,
-        database=None,
-        print_blob=True,
-    ),
-    "thorough": dict(max_examples=150, deadline=None, suppress_health_check=_QUIET),
-}
-SHRINK_EXAMPLES = 30  # Hypothesis's examples, in one cell, to find and shrink a failure the schedule found
-
-
-class _CheckDatabase(ExampleDatabase):
-    """Another database seen through one check's own keys: each check keeps its own examples."""
-
-    def __init__(self, inner: ExampleDatabase, check_id: str) -> None:
-        super().__init__()
-        self.inner, self.prefix = inner, check_id.encode() + b"\0"
-
-    def save(self, key: bytes, value: bytes) -> None:
-        self.inner.save(self.prefix + key, value)
-
-    def fetch(self, key: bytes) -> Iterator[bytes]:
-        return iter(self.inner.fetch(self.prefix + key))
-
-    def delete(self, key: bytes, value: bytes) -> None:
-        self.inner.delete(self.prefix + key, value)
-
-    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
-        self.inner.move(self.prefix + src, self.prefix + dest, value)
-
-
-@dataclass
-class _Finding:
-    """What the shared pass found for one check: its coverage, and the first failure."""
-
-    record: CheckVerdict
-    inconclusive: list[str] = field(default_factory=list)
-    failure: tuple[Case, coverage.Cell, Exception] | None = None
 
 
 @dataclass
@@ -139,7 +70,7 @@ class Kit:
     selected: frozenset[str] | None = None  # --check's IDs; None: every check
     in_schedule: bool = False  # True while the schedule's inputs are judged
     running: str = ""  # the check whose test runs now (run_check); check_id: the one judging
-    _shared: dict[str, _Finding] | None = None  # the shared pass's findings, per check
+    shared: dict[str, shared_pass.Finding] | None = None  # the shared pass's findings, per check
     _probes: dict[str, str] | None = None  # selftest.self_test(): the probes that failed, and why
     # Per check: the inputs a known bug of the installed JAX kept from being judged (jax_bugs.py),
     # per bug, and the cells where that happened.
@@ -208,71 +139,43 @@ class Kit:
         x, outcome = self.call(case, x, shared=shared)
         if outcome.error is not None:
             if may_refuse(case, outcome.error):
-                raise Refused(one_line(f"{type(outcome.error).__name__}: {outcome.error}"))
+                raise Refused(messages.one_line(f"{type(outcome.error).__name__}: {outcome.error}"))
             self.fail_raised(case, outcome.error)
         return x, outcome.result
 
     def fail_raised(self, case: Case, error: BaseException) -> NoReturn:
-        text = one_line(f"{type(error).__name__}: {error}")
-        said = str(error).lower()
-        hint = "it must return the doubled vector for every input in the contract's domain"
-        if isinstance(error, TypeError) and "mesh" in said:
-            hint = "it does not seem to accept the mesh keyword (pjit_double(x, *, mesh=None))"
-        elif case.placement != UNCOMMITTED and any(w in said for w in ("device", "sharding", "committed")):
-            hint = (
-                f"x was {describe_placement(case.placement)}: an input already placed elsewhere must be "
-                f"accepted; jax.device_put(x, target_sharding) moves it before the jitted call"
-            )
-        elif (
-            isinstance(error, ValueError)
-            and case.n % data_axis_size(case.mesh) == 0
-            and any(w in said for w in ("divis", "divid", "multiple", "shape"))
-        ):
-            hint = (
-                f"the data axis has {data_axis_size(case.mesh)} device(s), which divides length {case.n}: "
-                f"only mesh.shape['data'] counts, not every device of the mesh"
-            )
+        text = messages.one_line(f"{type(error).__name__}: {error}")
+        hint = messages.hint_for_raised(case, error)
         self.fail("the call raised an exception", case, expected="a result", got=text, hint=hint)
 
     # -- failures ------------------------------------------------------------------
     def fail(
         self, summary: str, case: Case | None, *, expected: str, got: str, hint: str | None = None
     ) -> NoReturn:
-        lines = [f"[{self.check_id}] {summary}"]
-        if self.history:
-            lines.append(f"  history:  {len(self.history)} call(s) in this order; the last one failed:")
-            lines += [f"    {k}. {step.describe()}" for k, step in enumerate(self.history, 1)]
-        elif case is not None:
-            lines.append(f"  input:    {case.describe()}")
-        lines += [f"  expected: {expected}", f"  got:      {got}"]
-        if hint:
-            lines.append(f"  hint:     {hint}")
-        lines.append(f"  rerun:    {self.rerun_command(case)}")
-        raise CheckFailure("\n".join(lines))
+        history = self.history or None
+        raise CheckFailure(
+            messages.block(
+                self.check_id,
+                summary,
+                history=history,
+                case=case,
+                expected=expected,
+                got=got,
+                hint=hint,
+                rerun=self.rerun_command(case),
+            )
+        )
 
     def rerun_command(self, case: Case | None) -> str:
-        args = [
-            "python",
-            "-m",
-            "pytest",
-            "--pyargs",
-            "conformance",
-            "--impl",
-            self.spec,
-            "--contract",
-            self.contract.value,
-            "--devices",
-            str(self.devices),
-            "--call-timeout",
-            f"{self.call_timeout:g}",
-            "--check",
-            self.check_id,
-        ]
-        if self.history and CHECKS[self.check_id].history:
-            args += ["--case", encode_history(self.history)]
-        elif case is not None and CHECKS[self.check_id].domain is not None:
-            args += ["--case", encode(case)]
-        return shlex.join(args)
+        check = CHECKS[self.check_id]
+        token = None
+        if self.history and check.history:
+            token = encode_history(self.history)
+        elif case is not None and check.domain is not None:
+            token = encode(case)
+        return messages.rerun_command(
+            self.spec, self.contract, self.devices, self.call_timeout, self.check_id, token
+        )
 
     # -- running checks ------------------------------------------------------------
     def gate_failure(self, gate_id: str) -> CheckFailure | None:
@@ -358,7 +261,7 @@ class Kit:
                 else:
                     inconclusive: list[str] = []
                     if check.domain.shared:
-                        self._take_shared(check, record, inconclusive)
+                        shared_pass.take(self, check, record, inconclusive)
                     else:
                         self._run_schedule(check, record, inconclusive)
                     self._run_hypothesis(check, record, inconclusive)
@@ -459,19 +362,9 @@ class Kit:
             self._skip(record, Status.INCONCLUSIVE, f"inconclusive: {why}")
 
     def hypothesis_options(self, check: Check) -> dict[str, Any]:
-        options = dict(PROFILES.get(self.profile, PROFILES["default"]))
-        options["max_examples"] = max(1, round(options["max_examples"] * check.examples))
-        # One failure per check, the smallest: a verdict is one record, and an
-        # ExceptionGroup of several would hide the kit's message block.
-        options["report_multiple_bugs"] = False
-        if self.cluster is not None:  # every process must draw the same examples
-            options.update(derandomize=True, database=None)
-        database = options.get("database", getattr(settings.default, "database", None))
-        if database is not None:
-            options["database"] = _CheckDatabase(database, check.id)
-        return options
+        return explore.hypothesis_options(self.profile, check, cluster=self.cluster is not None)
 
-    def _judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
+    def judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
         """One input through the check's body, counted in its cell."""
         where = coverage.cell_of(case)
         cell = str(where)
@@ -501,7 +394,7 @@ class Kit:
         possible = self._possible.get(check.domain.name)
         if possible is None:
             possible = self._possible[check.domain.name] = set()
-            for cell in self._cells(check):
+            for cell in self.cells(check):
                 for klass in mesh_variants(cell.mesh, devices):
                     possible |= coverage.pairs_of(cell, klass)
         seen = self._pairs_seen.get(check.id, set()) & possible
@@ -511,7 +404,7 @@ class Kit:
                 counts.setdefault(f"{a} x {b}", [0, 0])[index] += 1
         return counts
 
-    def _cells(self, check: Check) -> list[coverage.Cell]:
+    def cells(self, check: Check) -> list[coverage.Cell]:
         import jax
 
         assert check.domain is not None and check.domain.axes is not None
@@ -529,7 +422,7 @@ class Kit:
         domain = check.domain
         if domain is None or domain.axes is None:
             return
-        cells = self._cells(check)
+        cells = self.cells(check)
         record.cells = len(cells)
         self.in_schedule = True
         try:
@@ -539,15 +432,15 @@ class Kit:
                     continue
                 record.scheduled += 1
                 try:
-                    self._judge(check, record, case, inconclusive)
+                    self.judge(check, record, case, inconclusive)
                 except CheckFailure as failure:
                     record.counterexample = repr(case)
                     self.in_schedule = False
-                    self._shrink(check, record, cell, case)
+                    self.shrink(check, record, cell, case)
                     raise failure from None
         finally:
             self.in_schedule = False
-        record.unvisited = self._unvisited(check.id, record, cells)
+        record.unvisited = self.unvisited(check.id, record, cells)
 
     def _left_out(self, check: Check, record: CheckVerdict) -> list[str]:
         """What of a passing check's domain this run did not judge: the meshes its devices are too
@@ -569,115 +462,14 @@ class Kit:
             left.append(f"{len(record.unvisited)} cell(s) of its domain got no judged input (listed below)")
         return left
 
-    def _unvisited(self, check_id: str, record: CheckVerdict, cells: Any) -> list[str]:
+    def unvisited(self, check_id: str, record: CheckVerdict, cells: Any) -> list[str]:
         """The cells no input of which was judged; JAX's known bugs' cells are counted apart."""
         excused = self._hit_cells.get(check_id, set())
         empty = [str(c) for c in sorted(cells) if not record.coverage.get(str(c))]
         record.not_judged = [c for c in empty if c in excused]
         return [c for c in empty if c not in excused]
 
-    def _members(self) -> list[Check]:
-        """The checks the shared pass judges for: shared domains, this contract, enough devices, selected."""
-        return [
-            c
-            for c in CHECKS.values()
-            if c.domain is not None
-            and c.domain.shared
-            and c.domain.axes is not None
-            and (self.selected is None or c.id in self.selected)
-            and not_applicable(c.id, self.contract) is None
-            and self.broken_probe(c) is None
-        ]
-
-    def _run_shared_pass(self) -> dict[str, _Finding]:
-        """One call per cell for every check that judges a call on its own (domains.py, ``shared``).
-
-        Cells are taken a (dtype, mesh, length) group at a time, the
-        uncommitted x first: the group's calls share their compile, and a
-        check comparing with the uncommitted call finds it kept.  Each
-        check judges each call there and then; a check stops at its first
-        failure.  The calls are dropped once judged, so a run keeps one
-        group's calls at a time however long the vectors are.
-        """
-        members = self._members()
-        findings = {c.id: _Finding(CheckVerdict(c.id)) for c in members}
-        cells_of = {c.id: set(self._cells(c)) for c in members}
-        for c in members:
-            findings[c.id].record.cells = len(cells_of[c.id])
-        # Groups in an order of the schedule's seed (a defect of some dtypes, meshes or lengths
-        # shows within the first few groups, not after every other), each group's cells together.
-        cells = set().union(*cells_of.values())
-        groups = sorted({(c.dtype, c.mesh, c.length) for c in cells})
-        random.Random(self.schedule.seed).shuffle(groups)
-        rank = {g: i for i, g in enumerate(groups)}
-        every = sorted(
-            cells,
-            key=lambda cell: (
-                rank[(cell.dtype, cell.mesh, cell.length)],
-                cell.placement != "uncommitted",
-                cell,
-            ),
-        )
-        previous = self.check_id
-        self.in_schedule = True
-        try:
-            group: list[Case] = []
-            log = self.runner.call_log
-            for done_cells, cell in enumerate(every):
-                if all(f.failure is not None for f in findings.values()):
-                    break  # every check has its verdict: the rest of the schedule changes nothing
-                case = self.schedule.case(cell)
-                if group and (group[0].dtype, group[0].mesh, group[0].n) != (case.dtype, case.mesh, case.n):
-                    if log is not None:  # the watching process shows it in a piped run (supervise.py)
-                        log.progress("the covering schedule's shared pass", done_cells, len(every), "cells")
-                    for done in group:
-                        self.pool.forget(done)
-                    group = []
-                group.append(case)
-                for check in members:
-                    finding = findings[check.id]
-                    if finding.failure is not None or cell not in cells_of[check.id]:
-                        continue
-                    assert check.domain is not None
-                    if not check.domain.accepts(case, self.contract):
-                        continue
-                    self.check_id = check.id
-                    finding.record.scheduled += 1
-                    try:
-                        self._judge(check, finding.record, case, finding.inconclusive)
-                    except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
-                        finding.failure = (case, cell, failure)
-            for done in group:
-                self.pool.forget(done)
-        finally:
-            self.check_id, self.in_schedule = previous, False
-        for c in members:
-            record = findings[c.id].record
-            record.unvisited = self._unvisited(c.id, record, cells_of[c.id])
-        return findings
-
-    def _take_shared(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
-        """The shared pass's findings for ``check`` (the pass runs with the first check that asks)."""
-        if self._shared is None or check.id not in self._shared:
-            self._shared = {**(self._shared or {}), **self._run_shared_pass()}
-        finding = self._shared.get(check.id)
-        if finding is None:
-            return
-        found = finding.record
-        record.coverage.update(found.coverage)
-        record.mesh_classes.update(found.mesh_classes)
-        record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
-        record.not_judged = list(found.not_judged)
-        inconclusive.extend(finding.inconclusive)
-        if finding.failure is not None:
-            case, cell, failure = finding.failure
-            record.counterexample = repr(case)
-            record.unvisited = []
-            if isinstance(failure, CheckFailure):
-                self._shrink(check, record, cell, case)
-            raise failure
-
-    def _shrink(self, check: Check, record: CheckVerdict, cell: coverage.Cell, failing: Case) -> None:
+    def shrink(self, check: Check, record: CheckVerdict, cell: coverage.Cell, failing: Case) -> None:
         """Look for the failure again in ``cell``, with lengths up to the failing one; raise the smallest."""
         import jax
 
@@ -693,31 +485,18 @@ class Kit:
             devices=jax.devices(),
         ).filter(lambda case: domain.accepts(case, self.contract))
         options = self.hypothesis_options(check)
-        options.update(max_examples=SHRINK_EXAMPLES, database=None)
+        options.update(max_examples=explore.SHRINK_EXAMPLES, database=None)
         ignored: list[str] = []
 
         def shrink_in_cell(case: Case) -> None:
             record.examples += 1
             try:
-                self._judge(check, record, case, ignored)
+                self.judge(check, record, case, ignored)
             except CheckFailure:
                 record.counterexample = repr(case)
                 raise
 
-        self._given(check, strategy, options, shrink_in_cell)
-
-    def _given(
-        self, check: Check, strategy: Any, options: dict[str, Any], body: Callable[[Case], None]
-    ) -> None:
-        """Run ``body`` under Hypothesis, named after the check, with the check's own seed where fixed."""
-        body.__name__ = body.__qualname__ = check.id.replace(".", "_").replace("-", "_")
-        # A fixed seed of the check's own where the profile fixes one: derandomize would seed
-        # every check alike (Hypothesis seeds it from the function's source, which all share).
-        fixed = bool(options.pop("derandomize", False)) or self.cluster is not None
-        test = given(strategy)(settings(**options)(body))
-        if fixed:
-            test = seed(zlib.crc32(check.id.encode()))(test)
-        test()
+        explore.run_given(check, strategy, options, shrink_in_cell, cluster=self.cluster is not None)
 
     def _run_hypothesis(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
         strategy = check.strategy(self.contract)
@@ -730,11 +509,13 @@ class Kit:
             record.examples += 1
             record.reused += self.pool.is_earlier(case)
             try:
-                self._judge(check, record, case, inconclusive)
+                self.judge(check, record, case, inconclusive)
             except CheckFailure:
                 record.counterexample = repr(case)
                 raise
 
-        self._given(check, strategy, self.hypothesis_options(check), run_example)
+        explore.run_given(
+            check, strategy, self.hypothesis_options(check), run_example, cluster=self.cluster is not None
+        )
         if domain.axes is not None:
             record.unvisited = [c for c in record.unvisited if not record.coverage.get(c)]

@@ -1,0 +1,99 @@
+"""The words of a failure: the first line of an error, and the message block a failed check raises.
+
+A block names the check, says what failed, shows the input (or the history of calls), what was
+expected, what came, a hint that fits, and the command that reruns exactly that input.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from conformance._src.contract.terms import Contract, data_axis_size
+from conformance._src.inputs.case import UNCOMMITTED, Case, describe_placement
+
+
+def one_line(text: str, limit: int = 600) -> str:
+    """The first line of ``text``; a long one ends at a sentence or word boundary, marked, never mid-word."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit]
+    end = max(cut.rfind(". "), cut.rfind("; "))
+    if end < limit // 2:
+        end = cut.rfind(" ")
+    return cut[: end + 1].rstrip() + " [...]"
+
+
+def block(
+    check_id: str,
+    summary: str,
+    *,
+    history: Sequence[Case] | None,
+    case: Case | None,
+    expected: str,
+    got: str,
+    hint: str | None,
+    rerun: str,
+) -> str:
+    """A failed check's message: the input (or the history of calls, the last one failing),
+    what was expected, what came, the hint and the rerun command, one labelled line each."""
+    lines = [f"[{check_id}] {summary}"]
+    if history:
+        lines.append(f"  history:  {len(history)} call(s) in this order; the last one failed:")
+        lines += [f"    {k}. {step.describe()}" for k, step in enumerate(history, 1)]
+    elif case is not None:
+        lines.append(f"  input:    {case.describe()}")
+    lines += [f"  expected: {expected}", f"  got:      {got}"]
+    if hint:
+        lines.append(f"  hint:     {hint}")
+    lines.append(f"  rerun:    {rerun}")
+    return "\n".join(lines)
+
+
+def rerun_command(
+    spec: str, contract: Contract, devices: int, call_timeout: float, check_id: str, token: str | None
+) -> str:
+    """The command that reruns one check, on exactly one input or history where ``token`` names it."""
+    args = [
+        "python",
+        "-m",
+        "pytest",
+        "--pyargs",
+        "conformance",
+        "--impl",
+        spec,
+        "--contract",
+        contract.value,
+        "--devices",
+        str(devices),
+        "--call-timeout",
+        f"{call_timeout:g}",
+        "--check",
+        check_id,
+    ]
+    if token is not None:
+        args += ["--case", token]
+    return shlex.join(args)
+
+
+def hint_for_raised(case: Case, error: BaseException) -> str:
+    """The hint for an implementation that raised on an input of the contract's domain."""
+    said = str(error).lower()
+    if isinstance(error, TypeError) and "mesh" in said:
+        return "it does not seem to accept the mesh keyword (pjit_double(x, *, mesh=None))"
+    if case.placement != UNCOMMITTED and any(w in said for w in ("device", "sharding", "committed")):
+        return (
+            f"x was {describe_placement(case.placement)}: an input already placed elsewhere must be "
+            f"accepted; jax.device_put(x, target_sharding) moves it before the jitted call"
+        )
+    if (
+        isinstance(error, ValueError)
+        and case.n % data_axis_size(case.mesh) == 0
+        and any(w in said for w in ("divis", "divid", "multiple", "shape"))
+    ):
+        return (
+            f"the data axis has {data_axis_size(case.mesh)} device(s), which divides length {case.n}: "
+            f"only mesh.shape['data'] counts, not every device of the mesh"
+        )
+    return "it must return the doubled vector for every input in the contract's domain"

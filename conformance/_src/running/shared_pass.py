@@ -1,0 +1,133 @@
+"""The shared pass: one call per cell for every check that judges a call on its own.
+
+Checks whose domain is ``shared`` (domains.py) judge each call of the implementation there and
+then, the first of them to run making the pass for all; a check stops at its first failure,
+which is shrunk when that check's own test runs.  ``Kit.shared`` keeps the findings.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from conformance._src.contract.catalogue import CHECKS, Check, CheckFailure, not_applicable
+from conformance._src.inputs import coverage
+from conformance._src.inputs.case import Case
+from conformance._src.reporting.verdict import CheckVerdict
+
+if TYPE_CHECKING:
+    from conformance._src.running.kit import Kit
+
+
+@dataclass
+class Finding:
+    """What the shared pass found for one check: its coverage, and the first failure."""
+
+    record: CheckVerdict
+    inconclusive: list[str] = field(default_factory=list)
+    failure: tuple[Case, coverage.Cell, Exception] | None = None
+
+
+def members_of(kit: Kit) -> list[Check]:
+    """The checks the shared pass judges for: shared domains, this contract, enough devices, selected."""
+    return [
+        c
+        for c in CHECKS.values()
+        if c.domain is not None
+        and c.domain.shared
+        and c.domain.axes is not None
+        and (kit.selected is None or c.id in kit.selected)
+        and not_applicable(c.id, kit.contract) is None
+        and kit.broken_probe(c) is None
+    ]
+
+
+def run(kit: Kit) -> dict[str, Finding]:
+    """One call per cell for every check that judges a call on its own (domains.py, ``shared``).
+
+    Cells are taken a (dtype, mesh, length) group at a time, the
+    uncommitted x first: the group's calls share their compile, and a
+    check comparing with the uncommitted call finds it kept.  Each
+    check judges each call there and then; a check stops at its first
+    failure.  The calls are dropped once judged, so a run keeps one
+    group's calls at a time however long the vectors are.
+    """
+    members = members_of(kit)
+    findings = {c.id: Finding(CheckVerdict(c.id)) for c in members}
+    cells_of = {c.id: set(kit.cells(c)) for c in members}
+    for c in members:
+        findings[c.id].record.cells = len(cells_of[c.id])
+    # Groups in an order of the schedule's seed (a defect of some dtypes, meshes or lengths
+    # shows within the first few groups, not after every other), each group's cells together.
+    cells = set().union(*cells_of.values())
+    groups = sorted({(c.dtype, c.mesh, c.length) for c in cells})
+    random.Random(kit.schedule.seed).shuffle(groups)
+    rank = {g: i for i, g in enumerate(groups)}
+    every = sorted(
+        cells,
+        key=lambda cell: (
+            rank[(cell.dtype, cell.mesh, cell.length)],
+            cell.placement != "uncommitted",
+            cell,
+        ),
+    )
+    previous = kit.check_id
+    kit.in_schedule = True
+    try:
+        group: list[Case] = []
+        log = kit.runner.call_log
+        for done_cells, cell in enumerate(every):
+            if all(f.failure is not None for f in findings.values()):
+                break  # every check has its verdict: the rest of the schedule changes nothing
+            case = kit.schedule.case(cell)
+            if group and (group[0].dtype, group[0].mesh, group[0].n) != (case.dtype, case.mesh, case.n):
+                if log is not None:  # the watching process shows it in a piped run (supervise.py)
+                    log.progress("the covering schedule's shared pass", done_cells, len(every), "cells")
+                for done in group:
+                    kit.pool.forget(done)
+                group = []
+            group.append(case)
+            for check in members:
+                finding = findings[check.id]
+                if finding.failure is not None or cell not in cells_of[check.id]:
+                    continue
+                assert check.domain is not None
+                if not check.domain.accepts(case, kit.contract):
+                    continue
+                kit.check_id = check.id
+                finding.record.scheduled += 1
+                try:
+                    kit.judge(check, finding.record, case, finding.inconclusive)
+                except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
+                    finding.failure = (case, cell, failure)
+        for done in group:
+            kit.pool.forget(done)
+    finally:
+        kit.check_id, kit.in_schedule = previous, False
+    for c in members:
+        record = findings[c.id].record
+        record.unvisited = kit.unvisited(c.id, record, cells_of[c.id])
+    return findings
+
+
+def take(kit: Kit, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:
+    """The shared pass's findings for ``check`` (the pass runs with the first check that asks)."""
+    if kit.shared is None or check.id not in kit.shared:
+        kit.shared = {**(kit.shared or {}), **run(kit)}
+    finding = kit.shared.get(check.id)
+    if finding is None:
+        return
+    found = finding.record
+    record.coverage.update(found.coverage)
+    record.mesh_classes.update(found.mesh_classes)
+    record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
+    record.not_judged = list(found.not_judged)
+    inconclusive.extend(finding.inconclusive)
+    if finding.failure is not None:
+        case, cell, failure = finding.failure
+        record.counterexample = repr(case)
+        record.unvisited = []
+        if isinstance(failure, CheckFailure):
+            kit.shrink(check, record, cell, case)
+        raise failure
