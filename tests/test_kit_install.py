@@ -139,7 +139,18 @@ def test_installed_kit_passes_a_conforming_package(venv: Path, tmp_path: Path) -
 def test_installed_kit_fails_a_broken_package(venv: Path, tmp_path: Path) -> None:
     project = _project(tmp_path, BAD)
     done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", "mypkg:pjit_double", cwd=project, python=str(venv)
+        "--pyargs",
+        "conformance",
+        "--impl",
+        "mypkg:pjit_double",
+        # The check that names the defect, and one it must pass: the installed kit judges the
+        # package (the whole suite of a conforming package: the test above).
+        "--check",
+        "layout.default-device",
+        "--check",
+        "values.float32",
+        cwd=project,
+        python=str(venv),
     )
     assert done.returncode == 1, done.stdout[-3000:]
     assert report is not None and verdict(report) == "not conforming", done.stdout[-3000:]

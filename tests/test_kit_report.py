@@ -18,7 +18,8 @@ import pytest
 
 from conformance._src.contract import checks  # noqa: F401 -- registers the checks
 from conformance._src.contract.catalogue import CHECKS
-from tests.kit_process import ROOT, run_kit, run_kit_report, statuses, verdict
+from tests.kit_process import ROOT, read_report, run_kit, run_kit_report, statuses, verdict
+from tests.kit_server import KitServer
 
 SEED_SOLUTION = "tests/impls/seed_solution.py:pjit_double"
 SCHEMA = json.loads((ROOT / "conformance" / "report-schema.json").read_text())
@@ -116,25 +117,42 @@ def test_list_checks_prints_every_id_with_its_contracts() -> None:
         assert ("seed+full" if len(check.contracts) == 2 else "full only") in lines[check_id]
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["-n0", "-n2"])
-def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path, workers: list[str]) -> None:
+XFAIL_FILE = (
+    "# adopted before we cache every mesh's jit\ncompile.once\twe keep the last mesh's jit only\n"
+    "state.histories  the same, over any history\n"
+)
+# One mesh's jit kept at a time: compile.once and state.histories fail, every other check passes.
+SINGLE_ENTRY = "tests/mutants/r_cache_single_entry.py:pjit_double"
+
+
+def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path, kit_server: KitServer) -> None:
+    """The whole suite, in one process (the warm kit process: tests/kit_server.py)."""
     xfail = tmp_path / "xfail.txt"
-    xfail.write_text(
-        "# adopted before we cache every mesh's jit\ncompile.once\twe keep the last mesh's jit only\n"
-        "state.histories  the same, over any history\n"
+    xfail.write_text(XFAIL_FILE)
+    report_path = tmp_path / "report.json"
+    if report_path.exists():
+        report_path.unlink()
+    returncode, output = kit_server.run(
+        [
+            "conformance",
+            "-p",
+            "no:cacheprovider",
+            "-rA",
+            "-v",
+            "-n",
+            "0",
+            "--impl",
+            SINGLE_ENTRY,
+            "--xfail-file",
+            str(xfail),
+            "--conformance-report",
+            str(report_path),
+        ],
+        timeout=600,
     )
-    done, report = run_kit_report(
-        "conformance",
-        *workers,
-        "--impl",
-        # One mesh's jit kept at a time: compile.once and state.histories fail, every other check
-        # passes, at half the compiles of a jit per call (the longest test of the suite before).
-        "tests/mutants/r_cache_single_entry.py:pjit_double",
-        "--xfail-file",
-        str(xfail),
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert report is not None, done.stdout[-3000:]
+    report = read_report(report_path)
+    assert returncode == 0, output[-3000:]
+    assert report is not None, output[-3000:]
     jsonschema.validate(report, SCHEMA)
     assert verdict(report) == "conforming"
     status = statuses(report)
@@ -147,7 +165,40 @@ def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path, workers:
     }
     assert all(s == "passed" for c, s in status.items() if c not in ("compile.once", "state.histories"))
     # The header says the verdict leans on the file, and lists the file's reasons.
-    assert "CONFORMING, with 2 expected failure(s) listed in --xfail-file" in done.stdout
+    assert "CONFORMING, with 2 expected failure(s) listed in --xfail-file" in output
+    assert "- `compile.once`: we keep the last mesh's jit only" in output
+
+
+def test_xfail_file_applies_to_verdicts_from_pytest_xdist_workers(tmp_path: Path) -> None:
+    """Verdicts that come from two workers get the file's reasons in the controller: the two listed
+    checks and two that pass, spread over the workers (the whole suite: the test above)."""
+    xfail = tmp_path / "xfail.txt"
+    xfail.write_text(XFAIL_FILE)
+    wanted = ["compile.once", "state.histories", "call.smoke", "layout.mesh"]
+    done, report = run_kit_report(
+        "conformance",
+        "-n",
+        "2",
+        *[arg for check_id in wanted for arg in ("--check", check_id)],
+        "--impl",
+        SINGLE_ENTRY,
+        "--xfail-file",
+        str(xfail),
+    )
+    assert done.returncode == 2, done.stdout[-3000:]  # PARTIAL: four checks of the contract judged
+    assert report is not None, done.stdout[-3000:]
+    jsonschema.validate(report, SCHEMA)
+    assert verdict(report) == "partial"
+    assert _ran(report) == {
+        "compile.once": "xfailed",
+        "state.histories": "xfailed",
+        "call.smoke": "passed",
+        "layout.mesh": "passed",
+    }
+    assert report["verdict"]["xfails"] == {
+        "compile.once": "we keep the last mesh's jit only",
+        "state.histories": "the same, over any history",
+    }
     assert "- `compile.once`: we keep the last mesh's jit only" in done.stdout
 
 
