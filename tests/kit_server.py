@@ -8,10 +8,13 @@ tests/conftest.py), each run a whole ``pytest.main`` of the suite as a user's co
 gives it, with its own report, exit status and output.
 
 Isolation: every run loads ``--impl`` afresh (loader.py executes the module again), so an
-implementation's caches start empty; a run that leaves JAX's global state changed (a config
-option, a mesh context: ``calls.global_state``) or that hung ends the server after its reply,
-and the next run gets a fresh one.  Implementations that change global state on purpose (the
-``global_*`` mutants) or hang are run in processes of their own by the tests anyway.
+implementation's caches start empty.  Hypothesis's profiles are put back as a fresh process has
+them and ``default`` is loaded, whatever plug-in re-registered them in the run before (a run that
+names no profile gets ``default``, as in a new process).  A run that leaves JAX's global state
+changed (a config option, a mesh context: ``calls.global_state``) ends the server after its
+reply, and the next run gets a fresh one; so does a run that hung.  Implementations that change
+global state on purpose (the ``global_*`` mutants) or hang are run in processes of their own by
+the tests anyway.
 
 Protocol: one JSON line per request on stdin, ``{"args": [...], "output": PATH}``; the run's
 stdout and stderr go to PATH; the reply is one JSON line on stdout, ``{"returncode": N,
@@ -32,6 +35,7 @@ from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICES = 8
+PROFILES = ("default", "ci", "thorough")
 
 
 def serve(requests: IO[str], replies: IO[str]) -> None:
@@ -41,9 +45,16 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
     from conformance._src.calling.devices import ensure_host_devices
 
     ensure_host_devices(DEVICES)
+    from hypothesis import settings
+
     import conformance.plugin  # noqa: F401 -- warm: the plug-in and what its hooks import
     from conformance._src.contract import checks  # noqa: F401
+    from conformance._src.session.setup import register_profiles
 
+    register_profiles()
+    # What a fresh process has: a run's plug-ins (tests/hypothesis_fast_fail.py) may re-register
+    # the profiles, and --hypothesis-profile loads one; each run starts from these again.
+    profiles = {name: settings.get_profile(name) for name in PROFILES}
     before = global_state()
     for line in requests:
         request = json.loads(line)
@@ -64,6 +75,9 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
                 os.dup2(saved[1], 2)
                 os.close(saved[0])
                 os.close(saved[1])
+        for name, profile in profiles.items():
+            settings.register_profile(name, profile)
+        settings.load_profile("default")
         restart = global_state() != before
         replies.write(json.dumps({"returncode": returncode, "restart": restart}) + "\n")
         replies.flush()

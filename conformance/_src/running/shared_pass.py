@@ -9,15 +9,35 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from conformance._src.calling.calls import Runner
 from conformance._src.contract.catalogue import CHECKS, Check, CheckFailure, not_applicable
+from conformance._src.contract.terms import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import Case
+from conformance._src.inputs.schedule import Schedule
 from conformance._src.reporting.verdict import CheckVerdict
+from conformance._src.running.pool import Pool
 
-if TYPE_CHECKING:
-    from conformance._src.running.kit import Kit
+
+class Kit(Protocol):
+    """What the shared pass needs of the session that runs the checks (kit.Kit)."""
+
+    contract: Contract
+    runner: Runner
+    pool: Pool
+    schedule: Schedule
+    selected: frozenset[str] | None
+    check_id: str
+    in_schedule: bool
+    shared: dict[str, Finding] | None
+
+    def broken_probe(self, check: Check) -> str | None: ...
+    def cells(self, check: Check) -> list[coverage.Cell]: ...
+    def judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None: ...
+    def shrink(self, check: Check, record: CheckVerdict, cell: coverage.Cell, failing: Case) -> None: ...
+    def unvisited(self, check_id: str, record: CheckVerdict, cells: Any) -> list[str]: ...
 
 
 @dataclass

@@ -7,7 +7,7 @@ value is one ``pytest.UsageError`` line (exit status 4).
 Nothing here needs devices, so it all runs before any process starts JAX's
 backend; whether the backend starts at all is devices.py's question.  The
 device count each check needs is not an option error: a check that needs
-more devices than ``--devices`` gives is "not applicable" (registry.py).
+more devices than ``--devices`` gives is "not applicable" (catalogue.py).
 """
 
 from __future__ import annotations
