@@ -3,6 +3,11 @@
 The test process gets 8 forced CPU devices at import time, before anything
 can start JAX's backend (the kit's plug-in stays dormant for ``pytest tests``).
 
+Tests marked ``slow`` (whole runs of the suite on correct implementations,
+multi-process jobs, the heaviest supervision runs) are left out of a plain
+``pytest tests``; ``--slow`` adds them, and ``-m slow`` runs only them (CI runs
+both: .ci/run).
+
 Tests that need fresh processes (the backend starts once per process) mark
 themselves with ``@pytest.mark.background(key, argv, env=..., files=...)``.
 Those runs are started as soon as collection ends, two at a time, and the
@@ -115,14 +120,34 @@ class Background:
 _BACKGROUND_KEY = pytest.StashKey[Background]()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        default=False,
+        help="the kit's tests: also run the ones marked slow (whole-suite runs; CI runs them: -m slow)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "background(key, argv, env=None, files=None): a child process this test inspects"
     )
+    config.addinivalue_line(
+        "markers",
+        "slow: a whole run of the suite on a correct implementation, or many processes (-m slow, --slow)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that wait for a child process go last: the in-process ones run meanwhile."""
+    """Slow tests are left out unless asked for (``--slow``, or any ``-m`` expression: CI runs
+    ``-m slow`` after the rest); tests that wait for a child process go last, so that the
+    in-process ones run meanwhile."""
+    if not config.getoption("--slow") and not config.getoption("markexpr"):
+        slow = [item for item in items if item.get_closest_marker("slow") is not None]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if item.get_closest_marker("slow") is None]
     items[:] = sorted(items, key=lambda item: item.get_closest_marker("background") is not None)
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.kit_process import ROOT, child_env
 
 
@@ -45,6 +47,7 @@ def launch(
     return done, time.monotonic() - start
 
 
+@pytest.mark.slow
 def test_reference_conforms_across_two_processes() -> None:
     done, _ = launch()
     assert done.returncode == 0, done.stdout[-4000:]
@@ -69,6 +72,7 @@ def test_a_failure_on_process_1_shards_fails_the_run_everywhere() -> None:
     assert re.search(r"process 0: 1, process 1: 1 -> exit status 1", done.stdout)
 
 
+@pytest.mark.slow
 def test_reference_conforms_across_four_processes_of_two_devices() -> None:
     done, _ = launch(processes=4, devices_per_process=2)
     assert done.returncode == 0, done.stdout[-4000:]

@@ -80,6 +80,7 @@ def test_a_hostile_call_fails_its_check_and_the_next_runs_in_a_fresh_process(
     print(f"{hostile}: {elapsed:.1f} s")
 
 
+@pytest.mark.slow
 def test_a_segfault_leaves_every_check_with_a_verdict() -> None:
     """The whole suite: every check reaches a verdict (none 'not run'), each crash in its own process."""
     mark = uuid.uuid4().hex
@@ -154,6 +155,7 @@ def test_ctrl_c_gives_a_partial_verdict_and_leaves_nothing_behind(tmp_path: Path
     assert not _left_behind(mark)
 
 
+@pytest.mark.slow
 def test_a_huge_wrong_result_fails_without_exhausting_memory(tmp_path: Path) -> None:
     """Every result is 10**8 elements: the checks fail on it, and no process of the run passes 2 GB."""
     measure = (

@@ -83,6 +83,7 @@ def _is_inconclusive(run: Run, check_id: str) -> bool:
     return run.statuses.get(check_id) == "inconclusive"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alternate", ALTERNATES, ids=[a.name for a in ALTERNATES])
 def test_alternate_passes_the_whole_suite(alternate: Subject, kit_server: KitServer) -> None:
     run = run_conformance(alternate, "default", in_process=True, server=_server_for(alternate, kit_server))
