@@ -14,14 +14,20 @@ The examples count of a failing check is then the examples it took to find it.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import Phase, settings
 from hypothesis.errors import InvalidArgument
 
 PHASES = tuple(p for p in Phase if p.name not in ("shrink", "explain"))
 
-for _name in ("default", "ci", "thorough"):
-    try:
-        _base = settings.get_profile(_name)
-    except InvalidArgument:
-        _base = settings.get_profile("default")
-    settings.register_profile(_name, _base, phases=PHASES, database=None)
+
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's own plug-in loads --hypothesis-profile
+def pytest_configure(config: pytest.Config) -> None:
+    """In every run that loads this plug-in, also a second one in the same process (the warm
+    kit process of tests/kit_server.py): a module is imported once, a run configured each time."""
+    for name in ("default", "ci", "thorough"):
+        try:
+            base = settings.get_profile(name)
+        except InvalidArgument:
+            base = settings.get_profile("default")
+        settings.register_profile(name, base, phases=PHASES, database=None)
