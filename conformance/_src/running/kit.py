@@ -1,12 +1,14 @@
-"""The session: the implementation under test, its calls, and running checks.
+"""The session: the implementation under test, its calls, and running one check.
 
-A ``Kit`` is made once per pytest session by the plug-in, after the devices
-are set up and ``--impl`` is loaded.  ``run_check`` is the one place where a
-check meets its inputs: it applies the gates and ``--case`` replays; then
-the covering schedule's input for every cell of the check's domain
-(coverage.py; for checks that judge one call, from one pass shared by all of
-them), then Hypothesis with the profile's settings, the check's own seed and
-example-database keys; and it turns ``Inconclusive`` into a skip.
+A ``Kit`` is made once per pytest session by the plug-in (session/setup.py), after the devices
+are set up and ``--impl`` is loaded.  It is what a check's body is given: ``call`` and
+``result`` call the implementation (``shared=True``: once per distinct input, pool.py), ``fail``
+raises the check's message block (messages.py).  ``run_check`` is the one place where a check
+meets its inputs: it applies the gates and ``--case`` replays; then the covering schedule's
+input for every cell of the check's domain (coverage.py; for checks that judge one call, from
+the pass shared by all of them, shared_pass.py), then Hypothesis with the profile's settings,
+the check's own seed and example-database keys (explore.py); and it turns ``Inconclusive`` into
+a skip.
 """
 
 from __future__ import annotations
