@@ -3,7 +3,7 @@
 ``python -m pytest conformance -p tests.hypothesis_fast_fail ...`` re-registers
 Hypothesis's profiles (default, ci, thorough) without the shrink and explain
 phases and without an example database.  The kit passes its own settings per
-profile (kit.PROFILES) on top, so the same examples are drawn in the same
+profile (running/explore.py, PROFILES) on top, so the same examples are drawn in the same
 order and a check fails on exactly the example it would have failed on, only
 without the minutes of shrinking afterwards: whether a mutant is killed does
 not depend on shrinking.  Without the database no run replays another run's

@@ -36,7 +36,7 @@ from conformance._src.session.state import (
 
 def register_profiles() -> None:
     """Hypothesis's own --hypothesis-profile must find the kit's profile names;
-    the kit's settings for them live in kit.PROFILES.  A project's own profile
+    the kit's settings for them live in explore.PROFILES.  A project's own profile
     of the same name is left alone."""
     from hypothesis import settings
 
