@@ -131,8 +131,6 @@ def test_xfail_file_turns_a_listed_failure_into_xfailed(tmp_path: Path, kit_serv
     xfail = tmp_path / "xfail.txt"
     xfail.write_text(XFAIL_FILE)
     report_path = tmp_path / "report.json"
-    if report_path.exists():
-        report_path.unlink()
     returncode, output = kit_server.run(
         [
             "conformance",
