@@ -5,8 +5,8 @@ can start JAX's backend (the kit's plug-in stays dormant for ``pytest tests``).
 
 Tests marked ``slow`` (whole runs of the suite on correct implementations,
 multi-process jobs, the heaviest supervision runs) are left out of a plain
-``pytest tests``; ``--slow`` adds them, and ``-m slow`` runs only them (CI runs
-both: .ci/run).
+``pytest tests``; ``--slow`` adds them (CI runs them so: .ci/run), and ``-m slow``
+runs only them.
 
 Tests that need fresh processes (the backend starts once per process) mark
 themselves with ``@pytest.mark.background(key, argv, env=..., files=...)``.
@@ -125,7 +125,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--slow",
         action="store_true",
         default=False,
-        help="the kit's tests: also run the ones marked slow (whole-suite runs; CI runs them: -m slow)",
+        help="the kit's tests: also run the ones marked slow (whole-suite runs; CI runs them: .ci/run)",
     )
 
 
@@ -140,15 +140,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests are left out unless asked for (``--slow``, or any ``-m`` expression: CI runs
-    ``-m slow`` after the rest); tests that wait for a child process go last, so that the
-    in-process ones run meanwhile."""
+    """Slow tests are left out unless asked for (``--slow``, as CI runs them, or any ``-m``
+    expression).  Those asked for go first, so that xdist hands the longest runs out before the
+    short ones, which then fill the workers' last minutes; tests that wait for a child process
+    go last, so that the in-process ones run meanwhile."""
     if not config.getoption("--slow") and not config.getoption("markexpr"):
         slow = [item for item in items if item.get_closest_marker("slow") is not None]
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if item.get_closest_marker("slow") is None]
-    items[:] = sorted(items, key=lambda item: item.get_closest_marker("background") is not None)
+    items[:] = sorted(
+        items,
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            item.get_closest_marker("background") is not None,
+        ),
+    )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

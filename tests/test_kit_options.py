@@ -40,6 +40,8 @@ FILES: dict[str, bytes] = {
     "tab-unknown.txt": b"no.such-check\tsome reason\n",
     "a-file": b"not a folder\n",
     "r.json/keep": b"",  # r.json is a folder: the JSON beside r.md cannot be written
+    # First on PYTHONPATH: a JAX whose import fails, as one built for another jaxlib does.
+    "broken-jax/jax/__init__.py": b"raise ImportError('this jax needs another jaxlib (a test)')\n",
 }
 HAS_GPU = shutil.which("nvidia-smi") is not None or Path("/dev/nvidia0").exists()
 IN_PROCESS = ["-n", "0"]  # the checks run in this one process (pytest-xdist is a dependency of the kit)
@@ -182,6 +184,12 @@ ROWS: dict[str, Row] = {
     "impl-env-empty": usage(
         error=r"^CONFORMANCE_IMPL is set but empty: give MODULE:ATTR", env={"CONFORMANCE_IMPL": ""}
     ),
+    # The kit's dependencies
+    "jax-will-not-import": usage(
+        error=r"^the kit needs jax, which .* cannot import \(this jax needs another jaxlib \(a test\)\): "
+        r"install the kit",
+        env={"PYTHONPATH": "{tmp}/broken-jax"},
+    ),
     # --distributed's numbers
     "num-processes-0": usage("--num-processes", "0", error=r"^--num-processes 0: give at least 1 process$"),
 }
@@ -196,7 +204,7 @@ def _run(row: Row, tmp: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         _argv(row, tmp),
         cwd=REPO_ROOT,
-        env=child_env(**row.env),
+        env=child_env(**{k: v.replace("{tmp}", str(tmp)) for k, v in row.env.items()}),
         capture_output=True,
         text=True,
         timeout=row.timeout,

@@ -134,6 +134,7 @@ def list_checks(config: pytest.Config) -> int | None:
     """``--list-checks``: print the check IDs with their contracts; 0 ends the run there."""
     if not config.getoption("--list-checks"):
         return None
+    _require_dependencies()
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.reporting.report import print_checks
 
@@ -143,6 +144,7 @@ def list_checks(config: pytest.Config) -> int | None:
 
 def validate(config: pytest.Config) -> None:
     """Raise ``pytest.UsageError`` with one line for the first bad option."""
+    _require_dependencies()
     _validate_impl(config)
     _validate_numbers(config)
     _validate_profile(config)
@@ -158,6 +160,24 @@ def validate(config: pytest.Config) -> None:
         read_xfail_file(config.getoption("--xfail-file"), CHECKS)
     if config.getoption("--conformance-report"):
         _validate_report_path(config.getoption("--conformance-report"))
+
+
+# What the kit imports to run: one that will not import is a usage error, not a traceback.
+_DEPENDENCIES = ("numpy", "ml_dtypes", "hypothesis", "jax")
+
+
+def _require_dependencies() -> None:
+    import importlib
+    import sys
+
+    for name in _DEPENDENCIES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise pytest.UsageError(
+                f"the kit needs {name}, which {sys.executable} cannot import ({exc}): install the kit "
+                f"with its dependencies into this Python (pip install -e . in a checkout)"
+            ) from None
 
 
 # ---------------------------------------------------------------------------

@@ -37,8 +37,12 @@ from conformance._src.session.state import (
 def register_profiles() -> None:
     """Hypothesis's own --hypothesis-profile must find the kit's profile names;
     the kit's settings for them live in explore.PROFILES.  A project's own profile
-    of the same name is left alone."""
-    from hypothesis import settings
+    of the same name is left alone.  Without Hypothesis there is nothing to register:
+    ``options.validate`` then stops the run with a usage error naming it."""
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
 
     for name in ("ci", "thorough"):
         try:
