@@ -2,43 +2,55 @@
 
 Public and importable for your own property tests.  For any sharded
 function: ``meshes`` (any number of axes, any names, any subset and order of
-the devices), ``partition_specs``, ``shardings``, ``sharded_arrays`` and
-``values`` of any shape::
+the devices; ``with_axes=`` for meshes that have the axes a function splits
+over), ``partition_specs``, ``shardings`` (any layout, or a fixed ``spec=``
+over drawn meshes), ``shapes`` (shapes a layout divides), ``dtypes`` (any
+JAX dtype by kind and width, x64-aware), ``sharded_arrays`` and ``values``
+of any shape and dtype::
 
     from hypothesis import given
+    from jax.sharding import PartitionSpec as P
     from conformance import strategies as cst
 
-    @given(cst.sharded_arrays(dtype="bfloat16", shape=(8, 4),
-                              sharding=cst.shardings(shape=(8, 4))))
+    @given(cst.sharded_arrays(dtype="bfloat16", sharding=cst.shardings(spec=P("batch", None)),
+                              min_value=-10, max_value=10, allow_nan=False, allow_infinity=False))
     def test_mine(x): ...
 
+``values`` and ``sharded_arrays`` draw over each dtype's whole range (NaN
+payloads, infinities, subnormals, extremes) unless given the value controls
+of ``hypothesis.extra.numpy.from_dtype``: ``min_value``, ``max_value``,
+``allow_nan``, ``allow_infinity``, ``allow_subnormal``, or ``elements=`` a
+strategy, and ``unique=True``.
+
 For ``pjit_double``-like functions (a vector, an optional mesh): ``lengths``,
-``dtypes``, ``placements`` and ``cases`` (a ``Case`` builds its input with
-``case.make_input()``).
+``dtypes(contract=...)``, ``placements`` and ``cases`` (a ``Case`` builds its
+input with ``case.make_input()``).
 
 Every strategy is a small keyword-argument function that checks its
-arguments when called (``InvalidArgument``).  Meshes and arrays read
-``jax.devices()`` when drawn, not when built, so building a strategy never
-starts JAX's backend; too few devices is an ``InvalidArgument`` that says
-how to get more (``pytest --host-devices N``).  So is a mesh strategy that
-could draw only one-device meshes (JAX has one device) when the test did not
-ask for one device itself (``max_size=1``, or ``devices=`` a list of one):
-a test of sharding on one device passes whatever the layout.
+arguments when called (``InvalidArgument``, naming the argument at fault).
+Meshes and arrays read ``jax.devices()`` when drawn, not when built, so
+building a strategy never starts JAX's backend; too few devices is an
+``InvalidArgument`` that says how to get more (``pytest --host-devices N``).
+So is a mesh strategy that could draw only one-device meshes (JAX has one
+device) when the test did not ask for one device itself (``max_size=1``, or
+``devices=`` a list of one): a test of sharding on one device passes whatever
+the layout.  So is a 64-bit dtype while ``jax_enable_x64`` is off, which JAX
+would make 32-bit.
 """
 
+from conformance._src.library.dtypes import dtypes, special_floats
 from conformance._src.library.strategies import (
     ARRAY_PLACEMENTS,
     MAX_LENGTH,
     cases,
-    dtypes,
     lengths,
     meshes,
     partition_specs,
     placements,
+    shapes,
     sharded_arrays,
     shardings,
     spec_divides,
-    special_floats,
     values,
 )
 
@@ -51,6 +63,7 @@ __all__ = [
     "meshes",
     "partition_specs",
     "placements",
+    "shapes",
     "sharded_arrays",
     "shardings",
     "spec_divides",

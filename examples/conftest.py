@@ -1,4 +1,4 @@
-"""``--variant broken`` runs the same tests on the broken variants (test_broken_variants.py does)."""
+"""``--variant NAME`` runs the same tests on a broken variant (test_broken_variants.py does)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,20 @@ import sharded_ops  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--variant", choices=["correct", "broken"], default="correct")
+    parser.addoption(
+        "--variant",
+        default="correct",
+        help="'correct', or the name of a broken variant of the file's function (sharded_ops.BROKEN)",
+    )
 
 
 @pytest.fixture(scope="module")
 def implementation(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """The function under test: the module-level ``FUNCTION`` name of the test file."""
     name = request.module.FUNCTION
-    if request.config.getoption("--variant") == "broken":
-        return sharded_ops.BROKEN[name]
-    return getattr(sharded_ops, name)
+    variant = request.config.getoption("--variant")
+    if variant == "correct":
+        return getattr(sharded_ops, name)
+    if variant not in sharded_ops.BROKEN[name]:
+        raise pytest.UsageError(f"--variant {variant}: {name} has {sorted(sharded_ops.BROKEN[name])}")
+    return sharded_ops.BROKEN[name][variant]

@@ -145,7 +145,7 @@ INVALID = [
     lambda: cst.sharded_arrays(shape=(4,), sharding="P('x')"),  # type: ignore[arg-type]
     lambda: cst.sharded_arrays(shape=(3,), sharding=NamedSharding(mesh_2x4(), P("cols"))),
     lambda: cst.sharded_arrays(shape=(2, 2.5)),  # type: ignore[arg-type]
-    lambda: cst.sharded_arrays(shape=(4,), dtype="bool"),
+    lambda: cst.sharded_arrays(shape=(4,), dtype="U4"),
     lambda: cst.dtypes(contract="bogus"),
     lambda: cst.cases(contract="bogus"),
     lambda: cst.cases(mesh_kinds=["5d"]),

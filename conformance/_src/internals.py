@@ -20,7 +20,10 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
 
 # The jax.monitoring event of one XLA backend compile (no public constant names it).
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -320,3 +323,33 @@ def _physical_mesh() -> Any:
     from jax._src import mesh as jax_mesh
 
     return jax_mesh.thread_resources.env.physical_mesh
+
+
+def context_mesh() -> Mesh | None:
+    """The concrete mesh of the calling thread's context: ``jax.set_mesh(mesh)`` (and
+    ``jax.sharding.use_mesh`` where it exists), else a ``with mesh:`` block; None where neither is.
+
+    ``jax.sharding.get_mesh`` is public from JAX 0.8.1 (and refuses to answer under tracing);
+    before it, and under tracing, the mesh is read where JAX keeps it (``jax._src.mesh``).
+    """
+    import jax
+
+    found: Any = None
+    get_mesh = getattr(jax.sharding, "get_mesh", None)
+    try:
+        found = get_mesh() if get_mesh is not None else None
+    except ValueError:  # under jax.jit tracing
+        found = None
+    if found is None or getattr(found, "empty", True):
+        try:
+            from jax._src import mesh as jax_mesh
+
+            found = jax_mesh.get_concrete_mesh()
+        except (ImportError, AttributeError):
+            found = None
+    if found is None or getattr(found, "empty", True):
+        try:
+            found = _physical_mesh()
+        except (ImportError, AttributeError):
+            found = None
+    return None if found is None or getattr(found, "empty", True) else found

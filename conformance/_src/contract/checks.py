@@ -236,7 +236,9 @@ def _layout_hint(case: Case, result: Any) -> str:
 
 def _check_layout(kit: Any, case: Case, result: Any) -> None:
     _require_array(kit, case, result)
-    failed = _failure(lambda: assertions.assert_layout(result, target_sharding(case.mesh), shards=False))
+    failed = _failure(
+        lambda: assertions.assert_array_layout(result, target_sharding(case.mesh), shards=False)
+    )
     if failed is not None:
         if failed.kind == "memory-kind":
             kit.fail(
@@ -455,7 +457,7 @@ def layout_mesh(kit: Any, case: Case) -> None:
 def layout_shards(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _require_array(kit, case, result)
-    failed = _failure(lambda: assertions.assert_shards(result, target_sharding(case.mesh)))
+    failed = _failure(lambda: assertions.assert_array_shards(result, target_sharding(case.mesh)))
     if failed is not None:
         got, want = _shard_map(result), _target_shards(case)
         kit.fail(

@@ -53,15 +53,24 @@ def doubled(x: np.ndarray) -> np.ndarray:
 
 def _float_info(dtype: np.dtype) -> tuple[float, np.dtype]:
     """Smallest normal and the unsigned type of the same width, for bit views."""
-    if dtype == np.dtype(ml_dtypes.bfloat16):
-        tiny = float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_normal)
+    if dtype.kind == "V":  # bfloat16 and the float8 kinds (ml_dtypes)
+        tiny = float(ml_dtypes.finfo(dtype).smallest_normal)
     else:
         tiny = float(np.finfo(dtype).smallest_normal)
     return tiny, np.dtype(f"u{dtype.itemsize}")
 
 
 def is_float(dtype: np.dtype) -> bool:
-    return dtype.kind == "f" or dtype == np.dtype(ml_dtypes.bfloat16)
+    """NumPy's floats, and ml_dtypes' (bfloat16, the float8 kinds): every one ``ml_dtypes.finfo`` knows."""
+    if dtype.kind == "f":
+        return True
+    if dtype.kind != "V":
+        return False
+    try:
+        ml_dtypes.finfo(dtype)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _float_ok(got: np.ndarray, want: np.ndarray, flush: bool = True) -> np.ndarray:

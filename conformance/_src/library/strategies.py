@@ -1,23 +1,44 @@
 """The bodies of the public strategies (``conformance.strategies``: read its docstring), and the
-kit's own helpers beside them (``values_from``, ``OTHER_AXIS``, the device messages)."""
+kit's own helpers beside them (``values_from``, ``OTHER_AXIS``, the device messages).
+
+The dtypes, what each dtype's values are drawn as, and the element strategies under value
+controls live in ``dtypes.py``; the arrays, meshes, specs, shardings and shapes here."""
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Sequence
+from typing import Any
 
 import jax
-import ml_dtypes
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from jax.sharding import Mesh, NamedSharding, PartitionSpec, Sharding
+from hypothesis.extra import numpy as hnp
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec, Sharding
 
-from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
+from conformance._src.contract.terms import DATA_AXIS, Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, TARGET, TILE, Case, MeshArg, Placement, make_mesh
 from conformance._src.inputs.coverage import LONG_MAX, MEDIUM_MAX
+from conformance._src.library.dtypes import (
+    Controls,
+    carrier,
+    cast_element,
+    complex_part,
+    contract_arg,
+    controls,
+    dtype_arg,
+    dtypes,
+    element_strategy,
+    is_x64,
+    needs_x64,
+    x64_enabled,
+)
+from conformance._src.library.dtypes import check as _check
 
 OTHER_AXIS = "model"
 MAX_LENGTH = LONG_MAX  # 2**20 + 7: past the thresholds where implementations change path
@@ -91,14 +112,6 @@ PRIME_LENGTHS = (
     2083,
 )
 
-# IEEE layouts (exponent bits, mantissa bits) of the float dtypes in the domain.
-_FLOAT_FORMATS = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
-
-
-def _check(condition: bool, message: str) -> None:
-    if not condition:
-        raise InvalidArgument(message)
-
 
 def lengths(
     *, data_size: int = 1, divisible: bool | None = True, max_length: int = MAX_LENGTH
@@ -139,59 +152,29 @@ def lengths(
     return raw.map(lambda n: n if n % data_size else (n + 1 if n < max_length else n - 1))
 
 
-def special_floats(dtype: np.dtype | str) -> np.ndarray:
-    """Values where doubling goes wrong, as an array of ``dtype``.
-
-    Both zeros, both infinities, NaNs (quiet, negative, with a payload), the
-    extremes, the largest value whose double is finite and the smallest whose
-    double overflows, the smallest normal, subnormals (among them ones whose
-    double is normal), and a few ordinary numbers.
-    """
-    dtype = np.dtype(dtype)
-    _check(dtype.name in _FLOAT_FORMATS, f"special_floats needs a real float dtype, got {dtype}")
-    exp_bits, man_bits = _FLOAT_FORMATS[dtype.name]
-    inf = ((1 << exp_bits) - 1) << man_bits
-    one = ((1 << (exp_bits - 1)) - 1) << man_bits
-    magnitudes = [
-        0,
-        inf,
-        inf | (1 << (man_bits - 1)),
-        inf | 1,  # 0, inf, quiet NaN, NaN with payload
-        inf - 1,  # largest finite
-        inf - 1 - (1 << man_bits),  # largest whose double is finite
-        ((1 << exp_bits) - 2) << man_bits,  # smallest whose double overflows
-        1 << man_bits,  # smallest normal
-        (1 << man_bits) - 1,  # largest subnormal
-        1 << (man_bits - 1),  # a subnormal whose double is normal
-        1,
-        3,  # smallest subnormals
-        one,
-        one + (1 << (man_bits - 1)),
-        one + 1,  # 1, 1.5, just above 1
-    ]
-    sign = 1 << (exp_bits + man_bits)
-    bits = np.array(magnitudes + [m | sign for m in magnitudes], dtype=f"u{dtype.itemsize}")
-    return bits.view(dtype)
-
-
-def _float_dtype(name: str) -> np.dtype:
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
-
-
 _DRAWN_ELEMENTS = 16  # at most this many elements are drawn one by one, at drawn positions
+_PALETTE = (4, 16)  # with value controls, a background of this many drawn elements (at least, at most)
 
 
-def background(rng: np.random.Generator, dtype: np.dtype, length: int, edges: np.ndarray) -> np.ndarray:
+def background(
+    rng: np.random.Generator,
+    dtype: np.dtype,
+    length: int,
+    edges: np.ndarray,
+    bounds: tuple[int, int] | None = None,
+) -> np.ndarray:
     """``length`` integers of ``dtype``, a different value in (nearly) every position.
 
-    Uniform over the dtype with ``edges`` mixed in at a quarter of the
-    positions.  Past ``TILE`` elements a block of ``TILE`` (a prime) repeats,
-    so a long vector costs little to make and its ``--case`` token stays short,
-    and no power-of-two chunk of it looks like another.
+    Uniform over the dtype (or over ``bounds``, inclusive) with ``edges``
+    mixed in at a quarter of the positions.  Past ``TILE`` elements a block
+    of ``TILE`` (a prime) repeats, so a long vector costs little to make and
+    its ``--case`` token stays short, and no power-of-two chunk of it looks
+    like another.
     """
     block = min(length, TILE)
     info = np.iinfo(dtype)
-    out = rng.integers(info.min, info.max, size=block, dtype=dtype, endpoint=True)
+    lo, hi = (info.min, info.max) if bounds is None else bounds
+    out = rng.integers(lo, hi, size=block, dtype=dtype, endpoint=True)
     mixed = rng.random(block) < 0.25
     out[mixed] = rng.choice(edges, size=int(mixed.sum()))
     return np.resize(out, length) if length > block else out
@@ -205,7 +188,13 @@ def _positions(length: int) -> st.SearchStrategy[int]:
 
 @st.composite
 def _vectors(
-    draw: st.DrawFn, *, dtype: np.dtype, length: int, edges: np.ndarray, elements: st.SearchStrategy[int]
+    draw: st.DrawFn,
+    *,
+    dtype: np.dtype,
+    length: int,
+    edges: np.ndarray,
+    elements: st.SearchStrategy[int],
+    bounds: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """``length`` integers of ``dtype``: a background and a few elements drawn where Hypothesis likes.
 
@@ -220,7 +209,8 @@ def _vectors(
     if length == 0:
         return np.zeros(0, dtype)
     if draw(st.booleans()):
-        out = background(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), dtype, length, edges)
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        out = background(rng, dtype, length, edges, bounds)
     else:
         out = np.full(length, draw(elements), dtype=dtype)
     for index, value in draw(st.lists(st.tuples(_positions(length), elements), max_size=_DRAWN_ELEMENTS)):
@@ -228,63 +218,144 @@ def _vectors(
     return out
 
 
-def _integer_edges(dtype: np.dtype) -> list[int]:
-    info = np.iinfo(dtype)
-    wanted = [info.min, info.max, 0, 1, -1 if info.min < 0 else 2]
-    wanted += [info.max // 2, info.max // 2 + 1, info.min // 2, info.min // 2 - 1]
-    return sorted({int(e) for e in wanted if info.min <= e <= info.max})
+@st.composite
+def _element_vectors(
+    draw: st.DrawFn, *, dtype: np.dtype, length: int, elements: st.SearchStrategy[Any]
+) -> np.ndarray:
+    """``length`` values of ``dtype``, every one drawn from ``elements``: ``_vectors`` under value controls.
 
-
-def _as_bits(dtype: np.dtype) -> tuple[np.dtype, np.ndarray]:
-    """The integer dtype values of ``dtype`` are drawn as, and its edge values in it.
-
-    Floats are drawn as bit patterns (edges: ``special_floats``); integers as
-    themselves (edges: the extremes, 0, 1, -1 and the halves).
+    The background is one drawn element repeated or, as often, filled from a
+    drawn palette of 4 to 16 elements (``_PALETTE``) by a generator
+    Hypothesis seeds; then a few elements at drawn positions.  So a long
+    array is not mostly one value, and every value obeys the controls.  It
+    shrinks to a constant background with a few elements.
     """
-    if dtype.name in _FLOAT_FORMATS:
-        return np.dtype(f"u{dtype.itemsize}"), special_floats(dtype).view(f"u{dtype.itemsize}")
-    _check(dtype.kind in "iu", f"values() has no strategy for dtype {dtype}")
-    return dtype, np.array(_integer_edges(dtype), dtype=dtype)
+    if length == 0:
+        return np.zeros(0, dtype)
+    if draw(st.booleans()):
+        drawn = draw(st.lists(elements, min_size=_PALETTE[0], max_size=_PALETTE[1]))
+        palette = np.empty(len(drawn), dtype)
+        for i, value in enumerate(drawn):
+            palette[i] = cast_element(value, dtype)
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        block = min(length, TILE)
+        out = palette[rng.integers(0, len(palette), size=block)]
+        out = np.resize(out, length) if length > block else out
+    else:
+        out = np.full(length, cast_element(draw(elements), dtype), dtype=dtype)
+    for index, value in draw(st.lists(st.tuples(_positions(length), elements), max_size=_DRAWN_ELEMENTS)):
+        out[index] = cast_element(value, dtype)
+    return out
 
 
 def values(
-    *, dtype: np.dtype | str = "float32", length: int | None = None, shape: int | Sequence[int] | None = None
+    *,
+    dtype: np.dtype | str = "float32",
+    length: int | None = None,
+    shape: int | Sequence[int] | None = None,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    allow_nan: bool | None = None,
+    allow_infinity: bool | None = None,
+    allow_subnormal: bool | None = None,
+    elements: st.SearchStrategy[Any] | None = None,
+    unique: bool = False,
 ) -> st.SearchStrategy[np.ndarray]:
-    """Arrays of ``dtype`` over the dtype's whole range: 1-D of ``length``, or of any ``shape``.
+    """Arrays of ``dtype``: 1-D of ``length``, or of any ``shape`` (give one of them).
 
-    Floats are drawn as bit patterns, so every exponent, both signs, NaN
-    payloads and subnormals are as likely as ordinary numbers, mixed with
-    ``special_floats``.  Integers cover the full range with the extremes.
-    Complex numbers draw each component as their float type does.  Long
-    arrays differ in every position, not only in a few (see ``_vectors``).
-    Give ``length`` or ``shape``, not both.
+    Every dtype ``dtypes()`` gives: bool, integers (int4 and int2 too), the
+    floats (float16, bfloat16, float32, float64, the float8 kinds) and complex.
+
+    Without value controls, over the dtype's whole range: floats are drawn as
+    bit patterns, so every exponent, both signs, NaN payloads and subnormals
+    are as likely as ordinary numbers, mixed with edge values
+    (``special_floats``; for the float8 kinds, every byte is a value and the
+    edges come from ``ml_dtypes.finfo``).  Integers cover the full range with
+    the extremes.  Complex numbers draw each component as their float type
+    does.  Long arrays differ in every position, not only in a few.
+
+    The value controls are those of ``hypothesis.extra.numpy.from_dtype``
+    and ``arrays``, checked when the strategy is built:
+
+    * ``min_value``, ``max_value``: bounds (inclusive; for complex dtypes, of
+      the real and imaginary parts each).  A bound must lie in the dtype's
+      finite range; between the dtype's values it is rounded inwards.
+    * ``allow_nan``, ``allow_infinity``, ``allow_subnormal``: as
+      ``hypothesis.strategies.floats`` reads them (``None``: NaN only without
+      bounds, infinities only beyond a missing bound, subnormals if the bounds
+      hold some).  ``True`` on a dtype without such values (an integer dtype,
+      a float8 kind without infinities) is an error.
+    * ``elements``: a strategy for the elements instead (not with the above);
+      each must be a value the dtype holds exactly.
+    * ``unique``: no two elements equal (``hypothesis.extra.numpy.arrays``'
+      ``unique=True``; NaNs may repeat).
+
+    Under controls every element comes from the element strategy
+    (``from_dtype``'s, with the dtype's edge values that obey the controls;
+    bfloat16 and the float8 kinds through float32, rounded), and a long array
+    is still not mostly one value: a palette of drawn elements fills it.
 
     >>> values(dtype="int8", length=4).example().dtype
     dtype('int8')
     >>> values(dtype="bfloat16", shape=(2, 3)).example().shape
     (2, 3)
+    >>> x = values(dtype="float32", shape=(4, 4), min_value=-10, max_value=10,
+    ...            allow_nan=False, allow_infinity=False, allow_subnormal=False).example()
+    >>> bool(np.isfinite(x).all() and (np.abs(x) <= 10).all())
+    True
     """
     _check((length is None) != (shape is None), "give values() a length or a shape, not both nor neither")
+    wanted = controls(
+        min_value=min_value,
+        max_value=max_value,
+        allow_nan=allow_nan,
+        allow_infinity=allow_infinity,
+        allow_subnormal=allow_subnormal,
+        elements=elements,
+        unique=unique,
+    )
+    dims: tuple[int, ...] | None = None
     if shape is not None:
         dims = _shape_arg(shape)
-        return values(dtype=dtype, length=math.prod(dims)).map(lambda a: a.reshape(dims))
-    dtype = _dtype_arg(dtype)
+        length = math.prod(dims)
+    found = dtype_arg(dtype)
     _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
     assert length is not None
+    drawn = _values(found, length, wanted)
+    if dims is not None:
+        shaped = dims
+        return drawn.map(lambda a: a.reshape(shaped))
+    return drawn
+
+
+def _values(
+    dtype: np.dtype, length: int, wanted: Controls, *, strict: bool = True
+) -> st.SearchStrategy[np.ndarray]:
+    """The body of ``values``, its arguments checked but for those that need the dtype (checked here).
+
+    ``strict=False`` for a drawn dtype: see ``element_strategy``."""
+    if not wanted.any:
+        return _whole_range(dtype, length)
+    found = element_strategy(dtype, wanted, strict=strict)
+    if wanted.unique:
+        _check(
+            found.distinct is None or found.distinct >= length,
+            f"unique=True needs {length} distinct values, but {dtype.name} has only {found.distinct} "
+            f"values that obey the controls",
+        )
+        return hnp.arrays(dtype, length, elements=found.strategy, unique=True)
+    return _element_vectors(dtype=dtype, length=length, elements=found.strategy)
+
+
+def _whole_range(dtype: np.dtype, length: int) -> st.SearchStrategy[np.ndarray]:
+    """``values`` without controls: bit patterns or integers of the dtype's carrier (``carrier``)."""
     if dtype.kind == "c":
-        part = _float_dtype(f"float{dtype.itemsize * 4}")
-        return values(dtype=part, length=2 * length).map(lambda a: a.view(dtype))
-    bits, edges = _as_bits(dtype)
-    info = np.iinfo(bits)
-    elements = st.one_of(st.sampled_from([int(e) for e in edges]), st.integers(int(info.min), int(info.max)))
-    return _vectors(dtype=bits, length=length, edges=edges, elements=elements).map(lambda a: a.view(dtype))
-
-
-def _dtype_arg(dtype: object) -> np.dtype:
-    try:
-        return np.dtype(jax.numpy.dtype(dtype))  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"dtype={dtype!r} is not a dtype") from None
+        return _whole_range(complex_part(dtype), 2 * length).map(lambda a: a.view(dtype))
+    how = carrier(dtype)
+    elements = st.one_of(st.sampled_from([int(e) for e in how.edges]), st.integers(how.lo, how.hi))
+    bounds = None if how.full_range else (how.lo, how.hi)
+    vectors = _vectors(dtype=how.bits, length=length, edges=how.edges, elements=elements, bounds=bounds)
+    return vectors.map(lambda a: how.finish(a, dtype))
 
 
 def _shape_arg(shape: object) -> tuple[int, ...]:
@@ -300,24 +371,10 @@ def _shape_arg(shape: object) -> tuple[int, ...]:
 def values_from(rng: np.random.Generator, dtype: np.dtype, length: int) -> np.ndarray:
     """What ``values`` draws with a different value in every position, from ``rng`` (the schedule's)."""
     if dtype.kind == "c":
-        return values_from(rng, _float_dtype(f"float{dtype.itemsize * 4}"), 2 * length).view(dtype)
-    bits, edges = _as_bits(dtype)
-    return background(rng, bits, length, edges).view(dtype)
-
-
-def dtypes(
-    *, contract: Contract | str = Contract.FULL, x64: bool | None = None
-) -> st.SearchStrategy[np.dtype]:
-    """The input dtypes in the contract's domain (float32 first, so it shrinks there)."""
-    x64 = bool(jax.config.read("jax_enable_x64")) if x64 is None else x64
-    return st.sampled_from(dtypes_in_domain(_contract(contract), x64=x64))
-
-
-def _contract(contract: object) -> Contract:
-    try:
-        return Contract(contract)
-    except ValueError:
-        raise InvalidArgument(f"contract={contract!r} must be one of {[c.value for c in Contract]}") from None
+        return values_from(rng, complex_part(dtype), 2 * length).view(dtype)
+    how = carrier(dtype)
+    bounds = None if how.full_range else (how.lo, how.hi)
+    return how.finish(background(rng, how.bits, length, how.edges, bounds), dtype)
 
 
 def _divisors(n: int) -> list[int]:
@@ -329,19 +386,26 @@ def meshes(
     devices: Sequence[jax.Device] | None = None,
     min_size: int = 1,
     max_size: int | None = None,
-    ndims: Sequence[int] = (1, 2),
+    ndims: int | Sequence[int] | None = None,
     min_axis_size: int = 1,
     kind: str | None = None,
     axis_names: Sequence[str] | None = None,
+    with_axes: Sequence[str] | None = None,
 ) -> st.SearchStrategy[Mesh]:
     """Meshes over any subset of ``devices`` (default: all), in any order, of any number of axes.
 
-    Each mesh has one of ``ndims`` axes and between ``min_size`` and
-    ``max_size`` devices, every axis at least ``min_axis_size`` of them,
-    in any factorisation.  With ``axis_names`` every mesh has exactly those
-    axes, in that order.  Without, 1-D meshes have the single axis 'data',
-    2-D meshes 'data' and 'model' in either order, and meshes of more axes
-    'data', 'model', 'axis2', ... in any order.
+    Each mesh has one of ``ndims`` axes (an int or a sequence of them;
+    default ``(1, 2)``) and between ``min_size`` and ``max_size`` devices,
+    every axis at least ``min_axis_size`` of them, in any factorisation.
+    With ``axis_names`` every mesh has exactly those axes, in that order.
+    With ``with_axes`` every mesh has those axes (of any size, ``min_axis_size``
+    and up) and any number of others ('data', 'model', 'axis2', ... but the
+    names given), all in any order: what a function that splits over a named
+    axis (``P("batch")``) runs on.  Its ``ndims`` count all the axes, the
+    given ones too (default: the given ones and up to two others).  Without
+    either, 1-D meshes have the single axis 'data', 2-D meshes 'data' and
+    'model' in either order, and meshes of more axes 'data', 'model',
+    'axis2', ... in any order.
     ``kind`` (a mesh kind of ``coverage.MESHES`` but ``default``) picks the
     kit's mesh kinds: ``1d``, ``2d`` (both axes of 2+ devices) or
     ``2d-data1`` (the data axis has one device, the rest replicates).
@@ -354,24 +418,31 @@ def meshes(
 
     >>> meshes(axis_names=("batch", "model"), min_axis_size=2)  # doctest: +ELLIPSIS
     ...
+    >>> mesh = meshes(with_axes=("batch",), ndims=[2, 3]).example()  # doctest: +SKIP
+    >>> mesh.axis_names
+    ('model', 'batch', 'data')
     """
+    counts = _ndims_arg(ndims)
+    required: tuple[str, ...] | None = None
+    if with_axes is not None:
+        required = _names_arg("with_axes", with_axes)
+        _check(axis_names is None, "give meshes() with_axes or axis_names, not both")
+        _check(kind is None, "give meshes() with_axes or a kind, not both")
     if kind is not None:
         _check(kind in ("1d", "2d", "2d-data1"), f"kind={kind!r} must be '1d', '2d' or '2d-data1'")
         _check(axis_names is None, "give meshes() a kind or axis_names, not both")
-        ndims = (1,) if kind == "1d" else (2,)
+        counts = (1,) if kind == "1d" else (2,)
         min_axis_size = 2 if kind == "2d" else 1
         min_size = max(min_size, coverage.MESH_DEVICES[kind])
     if axis_names is not None:
-        names = tuple(axis_names) if not isinstance(axis_names, str) else ()
+        names = _names_arg("axis_names", axis_names)
         _check(
-            len(names) > 0 and all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names),
-            f"axis_names={axis_names!r} must be a non-empty sequence of distinct non-empty strings",
-        )
-        _check(
-            tuple(ndims) in ((1, 2), (len(names),)),
+            counts is None or counts in ((1, 2), (len(names),)),
             f"ndims={ndims!r} disagrees with axis_names={axis_names!r}: give one of them",
         )
-        ndims = (len(names),)
+        counts = (len(names),)
+    if counts is None:
+        counts = (1, 2) if required is None else tuple(range(len(required), len(required) + 3))
     # What can be checked without the devices is checked now; the device count when drawn.
     _check(
         isinstance(min_size, int)
@@ -381,29 +452,75 @@ def meshes(
         f"need 1 <= min_size={min_size} <= max_size={max_size} <= the number of devices",
     )
     _check(
-        len(ndims) > 0 and all(type(k) is int and k >= 1 for k in ndims),
-        f"ndims={ndims!r} must be a non-empty sequence of ints >= 1",
+        len(counts) > 0 and all(type(k) is int and k >= 1 for k in counts),
+        f"ndims={ndims!r} must be an int >= 1 or a non-empty sequence of them",
     )
+    if required is not None:
+        _check(
+            all(k >= len(required) for k in counts),
+            f"ndims={ndims!r}: every mesh has the {len(required)} axes of with_axes={with_axes!r}, "
+            f"so no fewer axes",
+        )
     _check(
         isinstance(min_axis_size, int) and min_axis_size >= 1,
         f"min_axis_size={min_axis_size!r} must be an int >= 1",
     )
     _check(
         max_size is None
-        or any(_shapes(n, k, min_axis_size) for n in range(min_size, max_size + 1) for k in ndims),
-        f"no mesh of {min_size} to {max_size} devices has {' or '.join(map(str, ndims))} axes "
+        or any(_shapes(n, k, min_axis_size) for n in range(min_size, max_size + 1) for k in counts),
+        f"no mesh of {min_size} to {max_size} devices has {' or '.join(map(str, counts))} axes "
         f"of >= {min_axis_size} devices each",
     )
     return _meshes(
         devices=devices,
         min_size=min_size,
         max_size=max_size,
-        ndims=tuple(ndims),
+        ndims=counts,
         min_axis_size=min_axis_size,
         data_one=kind == "2d-data1",
         axis_names=None if axis_names is None else tuple(axis_names),
+        with_axes=required,
         one_device_asked=devices is not None or max_size == 1,
     )
+
+
+def _ndims_arg(ndims: object) -> tuple[Any, ...] | None:
+    """``ndims`` as a tuple (an int is one count), ``None`` if not given; checked by the caller."""
+    if ndims is None:
+        return None
+    if isinstance(ndims, int) and not isinstance(ndims, bool):
+        return (ndims,)
+    try:
+        return tuple(ndims)  # type: ignore[arg-type]
+    except TypeError:
+        return ()
+
+
+def _names_arg(name: str, names: object) -> tuple[str, ...]:
+    """Axis names: a non-empty sequence of distinct non-empty strings (not a string itself)."""
+    found: tuple[Any, ...] = ()
+    if not isinstance(names, str):
+        try:
+            found = tuple(names)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    _check(
+        len(found) > 0 and all(isinstance(n, str) and n for n in found) and len(set(found)) == len(found),
+        f"{name}={names!r} must be a non-empty sequence of distinct non-empty strings",
+    )
+    return found
+
+
+def _other_axes(taken: Sequence[str], count: int) -> list[str]:
+    """``count`` axis names ('data', 'model', 'axis2', ...) that are not ``taken``."""
+    found: list[str] = []
+    k = 0
+    while len(found) < count:
+        name = DATA_AXIS if k == 0 else OTHER_AXIS if k == 1 else f"axis{k}"
+        if name not in taken:
+            found.append(name)
+        k += 1
+    return found
 
 
 def _splits(size: int, min_axis_size: int) -> list[int]:
@@ -449,6 +566,7 @@ def _meshes(
     min_axis_size: int = 1,
     data_one: bool = False,
     axis_names: tuple[str, ...] | None = None,
+    with_axes: tuple[str, ...] | None = None,
     one_device_asked: bool = False,
 ) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
@@ -470,6 +588,10 @@ def _meshes(
     chosen = draw(st.permutations(pool))[:size]
     ids = [int(d.id) for d in chosen]
     ndim = draw(st.sampled_from(sorted(k for k in ndims if _shapes(size, k, min_axis_size))))
+    if with_axes is not None:
+        shape = draw(st.sampled_from(_shapes(size, ndim, min_axis_size)))
+        order = draw(st.permutations([*with_axes, *_other_axes(with_axes, ndim - len(with_axes))]))
+        return make_mesh(ids, shape, tuple(order))
     if axis_names is None and ndim == 1:
         return make_mesh(ids, (size,), (DATA_AXIS,))
     if axis_names is None and ndim == 2:
@@ -559,7 +681,7 @@ def cases(
     ``devices`` are those meshes and placements use (default: all, and more
     than one when a mesh is drawn: see ``meshes``).
     """
-    contract = _contract(contract)
+    contract = contract_arg(contract)
     _check(isinstance(max_length, int) and max_length >= 0, f"max_length={max_length!r} must be an int >= 0")
     _check(
         mesh_kinds is None or (bool(mesh_kinds) and set(mesh_kinds) <= set(coverage.MESHES)),
@@ -572,7 +694,7 @@ def cases(
     if dtypes_from is not None:
         _check(bool(dtypes_from), "dtypes_from must name at least one dtype")
         for d in dtypes_from:
-            _dtype_arg(d)
+            dtype_arg(d)
     if placement_kinds is not None:
         placements(length=0, kinds=placement_kinds)  # validates the kinds
     return _cases(
@@ -639,7 +761,11 @@ def _cases(
 
 
 def partition_specs(
-    mesh: Mesh, ndim: int, *, shape: Sequence[int] | None = None, divisible: bool | None = True
+    mesh: Mesh | st.SearchStrategy[Mesh],
+    ndim: int,
+    *,
+    shape: Sequence[int] | None = None,
+    divisible: bool | None = True,
 ) -> st.SearchStrategy[PartitionSpec]:
     """Partition specs of ``ndim`` dimensions over ``mesh``'s axes.
 
@@ -651,11 +777,21 @@ def partition_specs(
     and 4 needs a multiple of 8), ``False`` the ones where at least one
     dimension is not divided (JAX must refuse those), ``None`` any.
 
+    ``mesh`` may be a strategy for meshes (``meshes()``): each spec is then
+    over a mesh drawn for it, which the spec does not carry.  To have the
+    mesh too, draw ``shardings(mesh=<that strategy>, ndim=ndim)``: a
+    ``NamedSharding`` has both, as ``.mesh`` and ``.spec``.
+
     >>> mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("x",))
     >>> partition_specs(mesh, 2).example()  # doctest: +SKIP
     PartitionSpec(None, 'x')
+    >>> partition_specs(meshes(ndims=3), 2).example()  # doctest: +SKIP
+    PartitionSpec(('axis2', 'data'), None)
     """
-    _check(isinstance(mesh, Mesh), f"mesh={mesh!r} must be a jax.sharding.Mesh")
+    _check(
+        isinstance(mesh, (Mesh, st.SearchStrategy)),
+        f"mesh={mesh!r} must be a jax.sharding.Mesh or a strategy for them",
+    )
     _check(type(ndim) is int and ndim >= 0, f"ndim={ndim!r} must be an int >= 0")
     _check(divisible in (True, False, None), f"divisible={divisible!r} must be True, False or None")
     dims: tuple[int, ...] | None = None
@@ -663,16 +799,46 @@ def partition_specs(
         dims = _shape_arg(shape)
         _check(len(dims) == ndim, f"shape={shape!r} has {len(dims)} dimensions, not ndim={ndim}")
     _check(divisible is not False or dims is not None, "divisible=False needs a shape")
-    forced: list[tuple[int, str]] = []
+    if isinstance(mesh, st.SearchStrategy):
+        return _mesh_and_spec(meshes=mesh, ndim=ndim, dims=dims, divisible=divisible).map(lambda ms: ms[1])
+    forced = _forced(mesh, ndim, dims) if divisible is False else ()
     if divisible is False:
-        assert dims is not None
-        forced = [(d, a) for d in range(ndim) for a in mesh.axis_names if dims[d] % mesh.shape[a]]
         _check(
             bool(forced),
             f"every axis of the mesh {dict(mesh.shape)} divides every dimension of shape {dims}: "
             f"no spec leaves one undivided",
         )
-    return _partition_specs(mesh=mesh, ndim=ndim, dims=dims, divisible=divisible, forced=tuple(forced))
+    return _partition_specs(mesh=mesh, ndim=ndim, dims=dims, divisible=divisible, forced=forced)
+
+
+def _forced(mesh: Mesh, ndim: int, dims: tuple[int, ...] | None) -> tuple[tuple[int, str], ...]:
+    """The (dimension, axis) pairs where the axis does not divide the dimension."""
+    assert dims is not None
+    return tuple((d, a) for d in range(ndim) for a in mesh.axis_names if dims[d] % mesh.shape[a])
+
+
+@st.composite
+def _mesh_and_spec(
+    draw: st.DrawFn,
+    *,
+    meshes: st.SearchStrategy[Mesh],
+    ndim: int,
+    dims: tuple[int, ...] | None,
+    divisible: bool | None,
+) -> tuple[Mesh, PartitionSpec]:
+    """A mesh drawn from ``meshes`` and a spec over it (``partition_specs`` and ``shardings``
+    given a strategy of meshes)."""
+    mesh = _drawn_mesh(draw(meshes))
+    forced = _forced(mesh, ndim, dims) if divisible is False else ()
+    if divisible is False:
+        assume(bool(forced))
+    return mesh, draw(_partition_specs(mesh=mesh, ndim=ndim, dims=dims, divisible=divisible, forced=forced))
+
+
+def _drawn_mesh(mesh: object) -> Mesh:
+    if not isinstance(mesh, Mesh):
+        raise InvalidArgument(f"the mesh strategy drew {mesh!r}, not a jax.sharding.Mesh")
+    return mesh
 
 
 @st.composite
@@ -705,13 +871,51 @@ def _partition_specs(
     return PartitionSpec(*(None if not e else e[0] if len(e) == 1 else tuple(e) for e in entries))
 
 
-def spec_divides(spec: PartitionSpec, mesh: Mesh, shape: Sequence[int]) -> bool:
-    """Whether ``spec`` over ``mesh`` splits every dimension of ``shape`` into equal parts."""
+def spec_divides(spec: PartitionSpec, mesh: Mesh | AbstractMesh, shape: Sequence[int]) -> bool:
+    """Whether ``spec`` over ``mesh`` splits every dimension of ``shape`` into equal parts.
+
+    >>> spec_divides(PartitionSpec("x"), mesh, (6,))  # doctest: +SKIP
+    True
+    """
     for entry, size in zip(spec, shape, strict=False):
         axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
         if size % math.prod(mesh.shape[a] for a in axes):
             return False
     return True
+
+
+def _spec_axes(spec: object) -> tuple[str, ...]:
+    """The axes a spec names, in order: each entry ``None``, an axis or a tuple of axes, each axis once."""
+    _check(
+        isinstance(spec, PartitionSpec),
+        f"spec={spec!r} must be a jax.sharding.PartitionSpec (P('batch', None))",
+    )
+    assert isinstance(spec, PartitionSpec)
+    names: list[str] = []
+    for entry in spec:
+        group = () if entry is None else (entry,) if isinstance(entry, str) else entry
+        _check(
+            isinstance(group, tuple) and all(isinstance(a, str) for a in group),
+            f"spec={spec!r}: each entry must be None, an axis name or a tuple of axis names",
+        )
+        names += group
+    _check(len(set(names)) == len(names), f"spec={spec!r} uses an axis more than once")
+    return tuple(names)
+
+
+def _split_by(spec: PartitionSpec, axis_sizes: dict[str, int], ndim: int) -> tuple[int, ...]:
+    """How many parts ``spec`` splits each of ``ndim`` dimensions into, over axes of those sizes."""
+    parts = []
+    for d in range(ndim):
+        entry = spec[d] if d < len(spec) else None
+        axes = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+        parts.append(math.prod(axis_sizes[a] for a in axes))
+    return tuple(parts)
+
+
+def _lacking(spec: PartitionSpec, axes: tuple[str, ...], mesh: Mesh) -> str:
+    missing = [a for a in axes if a not in mesh.axis_names]
+    return f"spec={spec!r} names axes {missing} that the mesh {dict(mesh.shape)} lacks"
 
 
 def shardings(
@@ -720,19 +924,35 @@ def shardings(
     ndim: int | None = None,
     shape: Sequence[int] | None = None,
     divisible: bool | None = True,
+    spec: PartitionSpec | None = None,
 ) -> st.SearchStrategy[NamedSharding]:
     """``NamedSharding`` layouts for arrays of ``ndim`` dimensions (or of ``shape``).
 
     ``mesh`` is a mesh, a strategy for meshes, or ``None`` for ``meshes()``.
+    Each sharding carries its mesh and spec (``.mesh``, ``.spec``).
     With ``shape``, ``divisible`` is as for ``partition_specs``: by default
     only layouts the shape divides, ``divisible=False`` only ones it does
     not (for testing that a function refuses them).
 
+    With ``spec`` the spec is fixed (the layout a function asks for) and the
+    mesh drawn: from ``mesh`` (a mesh, or a strategy), by default from
+    ``meshes(with_axes=<the spec's axes>)``, meshes that have those axes and
+    maybe others.  A spec naming an axis the mesh lacks is an
+    ``InvalidArgument``.  ``ndim`` and ``shape`` are then optional (no fewer
+    dimensions than the spec has); with ``shape``, ``divisible`` keeps the
+    meshes that divide it, or not.
+
     >>> shardings(shape=(8, 6), mesh=meshes(axis_names=("rows", "cols")))  # doctest: +ELLIPSIS
     ...
+    >>> s = shardings(spec=P("batch", None)).example()  # doctest: +SKIP
+    >>> s.spec, s.mesh.axis_names
+    (PartitionSpec('batch', None), ('model', 'batch'))
     """
     dims = None if shape is None else _shape_arg(shape)
-    _check(ndim is not None or dims is not None, "give shardings() an ndim or a shape")
+    _check(divisible in (True, False, None), f"divisible={divisible!r} must be True, False or None")
+    if spec is not None:
+        return _spec_shardings(spec=spec, mesh=mesh, ndim=ndim, dims=dims, divisible=divisible)
+    _check(ndim is not None or dims is not None, "give shardings() an ndim, a shape or a spec")
     _check(
         ndim is None or (type(ndim) is int and ndim >= 0 and (dims is None or len(dims) == ndim)),
         f"ndim={ndim!r} must be an int >= 0 that agrees with shape={shape!r}",
@@ -747,23 +967,170 @@ def shardings(
     drawn = (
         meshes(min_size=2) if mesh is None and divisible is False else mesh if mesh is not None else meshes()
     )
-    return _shardings(meshes=drawn, rank=rank, dims=dims, divisible=divisible)
+    pairs = _mesh_and_spec(meshes=drawn, ndim=rank, dims=dims, divisible=divisible)
+    return pairs.map(lambda ms: NamedSharding(*ms))
+
+
+def _spec_shardings(
+    *,
+    spec: PartitionSpec,
+    mesh: Mesh | st.SearchStrategy[Mesh] | None,
+    ndim: int | None,
+    dims: tuple[int, ...] | None,
+    divisible: bool | None,
+) -> st.SearchStrategy[NamedSharding]:
+    """``shardings(spec=...)``: the spec fixed, the mesh given or drawn."""
+    axes = _spec_axes(spec)
+    _check(
+        ndim is None or (type(ndim) is int and ndim >= len(spec) and (dims is None or len(dims) == ndim)),
+        f"ndim={ndim!r} must be an int >= the {len(spec)} dimensions of spec={spec!r} "
+        f"that agrees with the shape",
+    )
+    _check(
+        dims is None or len(dims) >= len(spec),
+        f"shape={dims!r} has fewer dimensions than spec={spec!r}",
+    )
+    _check(divisible is not False or dims is not None, "divisible=False needs a shape")
+    if isinstance(mesh, Mesh):
+        _check(set(axes) <= set(mesh.axis_names), _lacking(spec, axes, mesh))
+        if dims is not None and divisible is not None:
+            _check(
+                spec_divides(spec, mesh, dims) == divisible,
+                f"spec={spec!r} over the mesh {dict(mesh.shape)} "
+                f"{'does not divide' if divisible else 'divides'} shape {dims} (divisible={divisible})",
+            )
+        return st.just(NamedSharding(mesh, spec))
+    _check(mesh is None or isinstance(mesh, st.SearchStrategy), f"mesh={mesh!r} must be a Mesh or a strategy")
+    drawn = mesh if mesh is not None else meshes(with_axes=axes) if axes else meshes()
+    return _spec_over(meshes=drawn, spec=spec, axes=axes, dims=dims, divisible=divisible)
 
 
 @st.composite
-def _shardings(
+def _spec_over(
     draw: st.DrawFn,
     *,
     meshes: st.SearchStrategy[Mesh],
-    rank: int,
+    spec: PartitionSpec,
+    axes: tuple[str, ...],
     dims: tuple[int, ...] | None,
     divisible: bool | None,
 ) -> NamedSharding:
-    mesh = draw(meshes)
-    if divisible is False:
-        assert dims is not None
-        assume(any(dims[d] % mesh.shape[a] for d in range(rank) for a in mesh.axis_names))
-    return NamedSharding(mesh, draw(partition_specs(mesh, rank, shape=dims, divisible=divisible)))
+    mesh = _drawn_mesh(draw(meshes))
+    if not set(axes) <= set(mesh.axis_names):
+        raise InvalidArgument(f"{_lacking(spec, axes, mesh)}: draw meshes(with_axes={axes!r})")
+    if dims is not None and divisible is not None:
+        assume(spec_divides(spec, mesh, dims) == divisible)
+    return NamedSharding(mesh, spec)
+
+
+_SIDE_MULTIPLES = 3  # by default a side is at most this many multiples above its smallest
+
+
+def shapes(
+    *,
+    sharding: Sharding | None = None,
+    spec: PartitionSpec | None = None,
+    mesh: Mesh | None = None,
+    ndim: int | None = None,
+    min_side: int = 1,
+    max_side: int | None = None,
+) -> st.SearchStrategy[tuple[int, ...]]:
+    """Array shapes a layout splits into equal parts: every dimension a multiple of what it is split by.
+
+    The layout is a ``sharding`` (a ``NamedSharding``, or any ``Sharding``
+    given ``ndim``), or a ``spec`` over a ``mesh``: ``P("batch", None)`` over a
+    mesh whose 'batch' axis has 4 devices gives shapes ``(4k, m)``.  The
+    shapes have ``ndim`` dimensions (default: the spec's; more are not
+    split).  Each side lies in ``[min_side, max_side]``; 0 only with
+    ``min_side=0``; ``max_side`` defaults to three multiples above the
+    smallest side.  Shrinks towards the smallest sides.  (To draw the
+    sharding too, use ``sharded_arrays(sharding=<a strategy>)`` without a
+    shape, or draw the sharding first with ``st.data()``.)
+
+    >>> shapes(spec=P("batch", None), mesh=mesh, max_side=16).example()  # doctest: +SKIP
+    (8, 3)
+    >>> @given(cst.sharded_arrays(sharding=s, shape=cst.shapes(sharding=s)))  # doctest: +SKIP
+    ... def test_mine(x): ...
+    """
+    _check(
+        not isinstance(sharding, PartitionSpec),
+        f"sharding={sharding!r} is a PartitionSpec: give it as spec= with a mesh=",
+    )
+    _check(
+        not isinstance(sharding, st.SearchStrategy),
+        f"sharding={sharding!r} must be a jax.sharding.Sharding, not a strategy (a drawn sharding is not "
+        f"known here: sharded_arrays(sharding=<the strategy>) without a shape draws both)",
+    )
+    _check(ndim is None or (type(ndim) is int and ndim >= 0), f"ndim={ndim!r} must be an int >= 0")
+    if sharding is not None:
+        _check(isinstance(sharding, Sharding), f"sharding={sharding!r} must be a jax.sharding.Sharding")
+        _check(spec is None and mesh is None, "give shapes() a sharding, or a spec and a mesh, not both")
+        split = _sharding_splits(sharding, ndim)
+    else:
+        _check(
+            spec is not None and mesh is not None,
+            "give shapes() a sharding, or a spec and a mesh (a jax.sharding.Mesh)",
+        )
+        axes = _spec_axes(spec)
+        assert spec is not None
+        _check(
+            isinstance(mesh, Mesh),
+            f"mesh={mesh!r} must be a jax.sharding.Mesh (for drawn meshes: "
+            f"sharded_arrays(sharding=shardings(spec=..., mesh=<a strategy>)) without a shape)",
+        )
+        assert isinstance(mesh, Mesh)
+        _check(set(axes) <= set(mesh.axis_names), _lacking(spec, axes, mesh))
+        _check(
+            ndim is None or ndim >= len(spec),
+            f"ndim={ndim!r} is fewer than the {len(spec)} dimensions of {spec}",
+        )
+        split = _split_by(spec, dict(mesh.shape), len(spec) if ndim is None else ndim)
+    return _sides(split, min_side=min_side, max_side=max_side)
+
+
+def _sharding_splits(sharding: Sharding, ndim: int | None) -> tuple[int, ...]:
+    """How many parts ``sharding`` splits each dimension into."""
+    if isinstance(sharding, NamedSharding):
+        _spec_axes(sharding.spec)
+        spec = sharding.spec
+        _check(
+            ndim is None or ndim >= len(spec),
+            f"ndim={ndim!r} is fewer than the {len(spec)} dimensions of the sharding's spec {spec}",
+        )
+        return _split_by(spec, dict(sharding.mesh.shape), len(spec) if ndim is None else ndim)
+    _check(
+        ndim is not None,
+        f"give shapes() an ndim for sharding={sharding!r} (only a NamedSharding has a spec)",
+    )
+    assert ndim is not None
+    n = len(sharding.device_set)  # each dimension's parts divide the number of devices
+    try:
+        shard = sharding.shard_shape((n,) * ndim)
+    except (ValueError, TypeError) as error:
+        raise InvalidArgument(f"sharding={sharding!r} does not lay out {ndim} dimensions: {error}") from None
+    return tuple(n // s for s in shard)
+
+
+def _sides(
+    split: tuple[int, ...], *, min_side: int, max_side: int | None
+) -> st.SearchStrategy[tuple[int, ...]]:
+    """Shapes whose dimension ``d`` is a multiple of ``split[d]`` in ``[min_side, max_side]``."""
+    _check(type(min_side) is int and min_side >= 0, f"min_side={min_side!r} must be an int >= 0")
+    _check(
+        max_side is None or (type(max_side) is int and max_side >= min_side),
+        f"max_side={max_side!r} must be an int >= min_side={min_side}",
+    )
+    sides = []
+    for d, parts in enumerate(split):
+        least = -(-min_side // parts)
+        most = max(least, 1) + _SIDE_MULTIPLES if max_side is None else max_side // parts
+        _check(
+            least <= most,
+            f"no multiple of {parts} (the parts dimension {d} is split into) lies in "
+            f"[min_side={min_side}, max_side={max_side}]",
+        )
+        sides.append(st.integers(least, most).map(functools.partial(operator.mul, parts)))
+    return st.tuples(*sides)
 
 
 # Where an array of ``sharded_arrays`` lives: a NumPy array, on the default device
@@ -774,24 +1141,45 @@ ARRAY_PLACEMENTS = ("numpy", "uncommitted", "device", "sharded")
 def sharded_arrays(
     *,
     dtype: np.dtype | str | st.SearchStrategy[np.dtype | str] = "float32",
-    shape: int | Sequence[int] | st.SearchStrategy[tuple[int, ...]],
+    shape: int | Sequence[int] | st.SearchStrategy[tuple[int, ...]] | None = None,
     sharding: Sharding | st.SearchStrategy[Sharding] | None = None,
     placements: Sequence[str] | None = None,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    allow_nan: bool | None = None,
+    allow_infinity: bool | None = None,
+    allow_subnormal: bool | None = None,
+    elements: st.SearchStrategy[Any] | None = None,
+    unique: bool = False,
 ) -> st.SearchStrategy[np.ndarray | jax.Array]:
     """Arrays of ``dtype`` and ``shape`` with ``values``' values, placed as a caller places them.
 
-    ``dtype`` and ``shape`` may be strategies (``dtypes()``,
+    ``dtype`` and ``shape`` may be strategies (``dtypes()``, ``shapes()``,
     ``hypothesis.extra.numpy.array_shapes()``).  ``placements`` picks some of
     ``ARRAY_PLACEMENTS``: ``"numpy"`` (a NumPy array), ``"uncommitted"``
     (``jax.device_put(a)``), ``"device"`` (committed to one drawn device),
     ``"sharded"`` (``jax.device_put(a, sharding)``).  Given a ``sharding``
-    (or a strategy for them) the arrays are laid out by it, and only so
-    unless ``placements`` asks for others too; without one, every placement
-    is drawn and the sharded ones get a layout of ``shardings(shape=...)``.
+    (or a strategy for them: ``shardings(spec=..., mesh=...)``) the arrays are
+    laid out by it, and only so unless ``placements`` asks for others too;
+    without one, every placement is drawn and the sharded ones get a layout of
+    ``shardings(shape=...)``.  Given a sharding and no ``shape``, the shape
+    is drawn for each drawn sharding so that it divides it (``shapes()``).
+    A ``PartitionSpec`` is no sharding: it has no mesh (strategies have no
+    mesh context), so ``sharding=shardings(spec=..., mesh=...)``.
     Each array is fresh: a function that donates or deletes it spoils nothing.
+
+    ``min_value``, ``max_value``, ``allow_nan``, ``allow_infinity``,
+    ``allow_subnormal``, ``elements`` and ``unique`` are ``values``' value
+    controls (with a strategy for ``dtype``, checked against each dtype
+    drawn; an ``allow_*=True`` a drawn dtype has nothing for is ignored there).
+    A 64-bit dtype (float64, int64, uint64, complex128) while
+    ``jax_enable_x64`` is off is an ``InvalidArgument`` when drawn: JAX
+    would make it 32-bit.
 
     >>> sharded_arrays(shape=(4, 2), dtype="int8", placements=["numpy"]).example().shape
     (4, 2)
+    >>> sharded_arrays(sharding=shardings(spec=P("batch")), dtype="bfloat16",
+    ...                min_value=-1, max_value=1).example()  # doctest: +SKIP
     """
     if placements is None:
         placements = ("sharded",) if sharding is not None else ARRAY_PLACEMENTS
@@ -801,24 +1189,59 @@ def sharded_arrays(
         f"placements={placements!r} must name some of {ARRAY_PLACEMENTS}",
     )
     _check(
+        not isinstance(sharding, PartitionSpec),
+        f"sharding={sharding!r} is a PartitionSpec, which has no mesh (a strategy has no mesh context): "
+        f"use sharding=shardings(spec={sharding!r}, mesh=<a Mesh or a strategy of meshes>)",
+    )
+    _check(
         sharding is None or isinstance(sharding, (Sharding, st.SearchStrategy)),
         f"sharding={sharding!r} must be a jax.sharding.Sharding or a strategy for them",
     )
-    if not isinstance(dtype, st.SearchStrategy):
-        values(dtype=dtype, length=0)  # a dtype values() can draw, or InvalidArgument now
-    dtypes_: st.SearchStrategy[np.dtype | str] = (
-        dtype if isinstance(dtype, st.SearchStrategy) else st.just(_dtype_arg(dtype))
+    _check(
+        shape is not None or sharding is not None,
+        "give sharded_arrays() a shape, or a sharding to draw shapes that divide it",
     )
-    shapes: st.SearchStrategy[tuple[int, ...]] = (
-        shape if isinstance(shape, st.SearchStrategy) else st.just(_shape_arg(shape))
+    wanted = controls(
+        min_value=min_value,
+        max_value=max_value,
+        allow_nan=allow_nan,
+        allow_infinity=allow_infinity,
+        allow_subnormal=allow_subnormal,
+        elements=elements,
+        unique=unique,
     )
-    if isinstance(sharding, Sharding) and not isinstance(shape, st.SearchStrategy):
+    dims: tuple[int, ...] | None = None
+    if shape is not None and not isinstance(shape, st.SearchStrategy):
         dims = _shape_arg(shape)
+    if not isinstance(dtype, st.SearchStrategy):
+        # a dtype values() can draw under these controls, or InvalidArgument now
+        _values(dtype_arg(dtype), 0 if dims is None else math.prod(dims), wanted)
+    dtypes_: st.SearchStrategy[np.dtype | str] = (
+        dtype if isinstance(dtype, st.SearchStrategy) else st.just(dtype_arg(dtype))
+    )
+    sides: st.SearchStrategy[tuple[int, ...]] | None
+    if shape is None:
+        _check(
+            not isinstance(sharding, Sharding) or isinstance(sharding, NamedSharding),
+            f"sharded_arrays() without a shape draws shapes for a NamedSharding, "
+            f"not {sharding!r}: give a shape",
+        )
+        sides = shapes(sharding=sharding) if isinstance(sharding, Sharding) else None
+    else:
+        sides = shape if isinstance(shape, st.SearchStrategy) else st.just(_shape_arg(shape))
+    if isinstance(sharding, Sharding) and dims is not None:
         _check(
             _fits(sharding, dims),
             f"sharding={sharding!r} does not lay out shape {dims} in equal parts",
         )
-    return _sharded_arrays(dtypes=dtypes_, shapes=shapes, sharding=sharding, kinds=kinds)
+    return _sharded_arrays(
+        dtypes=dtypes_,
+        shapes=sides,
+        sharding=sharding,
+        kinds=kinds,
+        wanted=wanted,
+        strict=not isinstance(dtype, st.SearchStrategy),
+    )
 
 
 def _fits(sharding: Sharding, dims: tuple[int, ...]) -> bool:
@@ -834,12 +1257,26 @@ def _sharded_arrays(
     draw: st.DrawFn,
     *,
     dtypes: st.SearchStrategy[np.dtype | str],
-    shapes: st.SearchStrategy[tuple[int, ...]],
+    shapes: st.SearchStrategy[tuple[int, ...]] | None,
     sharding: Sharding | st.SearchStrategy[Sharding] | None,
     kinds: tuple[str, ...],
+    wanted: Controls = Controls(),
+    strict: bool = True,
 ) -> np.ndarray | jax.Array:
-    dtype, dims = _dtype_arg(draw(dtypes)), _shape_arg(draw(shapes))
-    host = draw(values(dtype=dtype, shape=dims))
+    """The body of ``sharded_arrays``; ``shapes=None``: drawn for the drawn ``sharding``."""
+    dtype = dtype_arg(draw(dtypes))
+    if is_x64(dtype) and not x64_enabled():
+        raise InvalidArgument(needs_x64("sharded_arrays()", dtype))
+    layout: Sharding | st.SearchStrategy[Sharding] | None = sharding
+    if shapes is None:
+        assert sharding is not None
+        layout = draw(sharding) if isinstance(sharding, st.SearchStrategy) else sharding
+        if not isinstance(layout, Sharding):
+            raise InvalidArgument(f"the sharding strategy drew {layout!r}, not a jax.sharding.Sharding")
+        dims = draw(_shapes_of(layout))
+    else:
+        dims = _shape_arg(draw(shapes))
+    host = draw(_values(dtype, math.prod(dims), wanted, strict=strict).map(lambda a: a.reshape(dims)))
     kind = draw(st.sampled_from(kinds))
     if kind == "numpy":
         return host
@@ -847,7 +1284,6 @@ def _sharded_arrays(
         return jax.device_put(host)
     if kind == "device":
         return jax.device_put(host, draw(st.sampled_from(jax.devices())))
-    layout = sharding
     if layout is None:
         layout = shardings(shape=dims)
     if isinstance(layout, st.SearchStrategy):
@@ -855,3 +1291,12 @@ def _sharded_arrays(
     if not _fits(layout, dims):
         raise InvalidArgument(f"the drawn sharding {layout!r} does not lay out shape {dims} in equal parts")
     return jax.device_put(host, layout)
+
+
+def _shapes_of(layout: Sharding) -> st.SearchStrategy[tuple[int, ...]]:
+    """``shapes(sharding=layout)`` for a drawn layout; one that names no dimensions is refused clearly."""
+    if not isinstance(layout, NamedSharding):
+        raise InvalidArgument(
+            f"sharded_arrays() without a shape draws shapes for a NamedSharding, not {layout!r}: give a shape"
+        )
+    return shapes(sharding=layout)
