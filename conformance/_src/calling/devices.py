@@ -34,15 +34,22 @@ def backend_started() -> bool:
     return False if started is None else started
 
 
-def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
+def ensure_host_devices(
+    count: int, *, local: bool = False, option: str | None = "--devices"
+) -> list[jax.Device]:
     """Return exactly ``count`` devices, making them if the backend is not up yet.
 
-    ``local=True`` (multi-process runs) counts this process's devices only.
+    ``local=True`` (multi-process runs) counts this process's devices only.  ``option`` is how
+    the caller asked for the count (the kit's ``--devices``, a user's ``--host-devices``), which
+    the messages tell them to change; ``None``: a call of ``ensure_host_devices`` itself.
     """
     import jax  # here, not at import: a dormant plug-in must not cost a run JAX's import
 
+    def ask(n: int) -> str:
+        return f"run with {option} {n}" if option else f"call ensure_host_devices({n})"
+
     if count < 1:
-        raise DeviceSetupError(f"--devices must be at least 1, got {count}")
+        raise DeviceSetupError(f"{option or 'the count'} must be at least 1, got {count}")
     if not backend_started():
         if "JAX_PLATFORMS" not in os.environ:
             # The kit tests sharding on forced *host* devices; an accelerator
@@ -56,7 +63,7 @@ def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
     if len(devices) != count and _platforms() not in ("", "cpu"):
         raise DeviceSetupError(
             f"JAX_PLATFORMS={_platforms()} gives {len(devices)} {devices[0].platform} device(s), "
-            f"not the {count} asked for: run with --devices {len(devices)}, or unset JAX_PLATFORMS "
+            f"not the {count} asked for: {ask(len(devices))}, or unset JAX_PLATFORMS "
             f"to test on {count} forced CPU devices"
         )
     if len(devices) != count:
@@ -64,8 +71,8 @@ def ensure_host_devices(count: int, *, local: bool = False) -> list[jax.Device]:
             f"the kit needs {count} devices but JAX's backend is already running with "
             f"{len(devices)} ({devices[0].platform}); something started it before the kit "
             f"could set the count (a conftest or plug-in that calls jax.devices() or makes "
-            f"an array at import time). Remove that, or run with --devices {len(devices)}, "
-            f"or set XLA_FLAGS=--xla_force_host_platform_device_count={count} before pytest starts."
+            f"an array at import time). Remove that, or {ask(len(devices))}, "
+            f"or set XLA_FLAGS=--xla_force_host_platform_device_count={count} before the process starts."
         )
     return devices
 

@@ -57,11 +57,9 @@ def configure_host_devices(config: pytest.Config) -> None:
     if count is None:
         return
     try:
-        devices.ensure_host_devices(count)
+        devices.ensure_host_devices(count, option="--host-devices")
     except devices.DeviceSetupError as exc:
-        raise pytest.UsageError(
-            f"--host-devices {count}: {exc}".replace("--devices", "--host-devices")
-        ) from None
+        raise pytest.UsageError(f"--host-devices {count}: {exc}") from None
 
 
 def host_devices(config: pytest.Config) -> list[Any]:
