@@ -154,11 +154,13 @@ def command(
     report: Path | None = None,
     fast_fail: bool | None = None,
     in_process: bool = False,
+    seed: int | None = None,
 ) -> list[str]:
     """The run's command line.  ``fast_fail`` (default: for mutants) loads
     tests/hypothesis_fast_fail.py: no shrinking, no example database.
     ``in_process``: ``-n 0``, the checks in the one process, without the
-    supervisor's probe and worker (supervision has tests of its own)."""
+    supervisor's probe and worker (supervision has tests of its own).
+    ``seed``: ``--hypothesis-seed``, the same draws (and covering schedule) every run."""
     cmd = [
         sys.executable,
         "-m",
@@ -184,6 +186,8 @@ def command(
         cmd += [REPORT_OPTION, str(report)]
     if in_process:
         cmd += ["-n", "0"]
+    if seed is not None:
+        cmd += [f"--hypothesis-seed={seed}"]
     return cmd
 
 
@@ -198,13 +202,14 @@ def run_conformance(
     fast_fail: bool | None = None,
     in_process: bool = False,
     server: KitServer | None = None,
+    seed: int | None = None,
 ) -> Run:
     """Run the suite on ``subject`` in a subprocess (cwd: the repository root), or with ``server``
     (``in_process`` runs only) in that warm kit process (tests/kit_server.py)."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         report = Path(tmp) / "report.json"
         start = time.perf_counter()
-        argv = command(subject, profile, checks, report, fast_fail, in_process)
+        argv = command(subject, profile, checks, report, fast_fail, in_process, seed)
         if server is not None and in_process:
             returncode, output = server.run(argv[3:], RUN_TIMEOUT)  # past ``python -m pytest``
         else:

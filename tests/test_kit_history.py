@@ -262,3 +262,28 @@ def test_ahead_of_time_executables_are_watched_with_their_own_shardings() -> Non
     _, chain, names = jit_probe.observe(lambda v: jax.device_put(bare(v), s), x, input_values=x)
     assert "compiled executable" in names  # it ran, but the result is not its output:
     assert not any(c.ahead_of_time for c in chain)  # moved after it (by JAX's own copy, if any)
+
+
+@pytest.mark.parametrize(
+    ("shape", "names"),
+    [
+        ((4,), ("data",)),
+        ((2, 2), ("data", "model")),
+        ((2, 3), ("model", "data")),
+        ((1, 4), ("data", "model")),
+    ],
+)
+def test_a_permuted_mesh_moves_some_shard_where_its_data_axis_can(
+    shape: tuple[int, ...], names: tuple[str, ...]
+) -> None:
+    """Every permutation the "permuted" move draws puts some device on another shard of a split
+    vector (an order among one shard's replicas, or none, places the shards as before); where
+    the data axis has one device, the order still changes."""
+    ids = list(range(int(np.prod(shape))))
+    base = make_mesh(ids, shape, names)
+    for order in itertools.permutations(ids):
+        moved = history._moving_a_shard(list(order), ids, base)
+        assert sorted(moved) == ids and moved != ids, (order, moved)
+        if base.shape["data"] > 1:
+            slots = history._data_slots(base, len(ids))
+            assert any(slots[ids.index(d)] != slots[k] for k, d in enumerate(moved)), (order, moved)

@@ -180,6 +180,32 @@ def _two_axes(ids: list[int], draw: Callable[..., Any]) -> Mesh:
     return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
 
 
+def _data_slots(mesh: Mesh | None, size: int) -> list[int]:
+    """Each flat position's index along the data axis (which shard of a split vector it holds)."""
+    if mesh is None or mesh.devices.size != size or DATA_AXIS not in mesh.axis_names:
+        return list(range(size))
+    axis = list(mesh.axis_names).index(DATA_AXIS)
+    return [int(i) for i in np.unravel_index(np.arange(size), mesh.devices.shape)[axis]]
+
+
+def _moving_a_shard(order: list[int], ids: list[int], base: Mesh | None) -> list[int]:
+    """``order`` (a permutation of ``ids``), changed where needed so that some device holds
+    another shard than in ``base``: an order among one shard's replicas (or none at all) places
+    a vector's shards as before, so a cache keyed on the device set would go unseen.  Where the
+    data axis has one device, every device holds the whole vector: the order still changes
+    (JAX's device assignment), never left as it was."""
+    slots = _data_slots(base, len(ids))
+    was = {device: slots[k] for k, device in enumerate(ids)}
+    if any(was[device] != slots[k] for k, device in enumerate(order)):
+        return order
+    other = next((k for k in range(1, len(order)) if slots[k] != slots[0]), None)
+    if other is None:  # one shard: any other order
+        other = 1 if list(order) == ids else 0
+    order = list(order)
+    order[0], order[other] = order[other], order[0]
+    return order
+
+
 def move(how: str, base: Mesh | None, draw: Callable[..., Any]) -> Mesh | None:
     """The mesh that ``how`` (``MESH_MOVES``) makes from ``base``."""
     every = [int(d.id) for d in jax.devices()]
@@ -198,7 +224,7 @@ def move(how: str, base: Mesh | None, draw: Callable[..., Any]) -> Mesh | None:
     if how == "permuted":  # the same devices in another order (one device: another device)
         if size == 1:
             return _shaped([draw(st.sampled_from([i for i in every if i != ids[0]] or every))], base)
-        return _shaped(draw(st.permutations(ids)), base)
+        return _shaped(_moving_a_shard(draw(st.permutations(ids)), ids, base), base)
     if how == "inside-changed":  # the same first and last device, others between
         others = [i for i in every if i not in ids]
         if size < 3:  # nothing inside: one device put between them (a 1-device mesh stays)
