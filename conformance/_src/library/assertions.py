@@ -363,12 +363,12 @@ def _compare_array(
 
 
 def _numeric(dtype: np.dtype) -> bool:
-    return dtype.kind in "biufc" or tolerance.is_float(dtype) or tolerance.is_integer(dtype)
+    return dtype.kind in "biufc" or oracle.is_float(dtype) or tolerance.is_integer(dtype)
 
 
 def _show(value: Any) -> str:
     dtype = np.asarray(value).dtype
-    if tolerance.is_float(dtype) and not oracle.is_float(dtype):  # ml_dtypes' one-byte floats
+    if oracle.is_float(dtype) and not oracle.is_float(dtype):  # ml_dtypes' one-byte floats
         return f"{float(value)!r} (0x{int(np.asarray(value).view(np.uint8)):02x})"
     if _numeric(dtype):
         return oracle.show(value)

@@ -263,7 +263,7 @@ def is_small_int(dtype: np.dtype) -> bool:
     return dtype.name in _INT4
 
 
-def is_float(dtype: np.dtype) -> bool:
+def is_drawn_float(dtype: np.dtype) -> bool:
     """A real float dtype ``values()`` draws: the IEEE four and the float8 kinds."""
     return dtype.name in FLOAT_FORMATS or is_float8(dtype)
 
@@ -523,7 +523,7 @@ def _real_elements(dtype: np.dtype, wanted: Controls, *, strict: bool, what: str
             f"min_value={wanted.min_value!r}, max_value={wanted.max_value!r}: bool has no range to bound",
         )
         return Elements(hnp.from_dtype(dtype), 2)
-    if is_float(dtype):
+    if is_drawn_float(dtype):
         return _float_elements(dtype, wanted, strict=strict, what=what)
     check(dtype.kind in "iu" or is_small_int(dtype), f"values() has no strategy for dtype {dtype}")
     _flag_check(dtype, wanted, dict.fromkeys(wanted.flags, False), strict, what)

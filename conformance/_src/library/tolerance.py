@@ -29,6 +29,8 @@ from types import MappingProxyType
 import ml_dtypes
 import numpy as np
 
+from conformance._src.contract.oracle import is_float  # the value oracle's: one rule for what a float is
+
 # The default ``rtol`` and ``atol`` (both) of ``assert_values_close`` per dtype, by dtype name:
 # JAX's own test utilities' table (jax._src.public_test_util).  Integers and booleans compare
 # exactly; a dtype not named here has no default (pass rtol= and atol=).
@@ -61,11 +63,6 @@ DEFAULT_TOLERANCES: Mapping[str, float] = MappingProxyType(
 # How far off (in ulp) rounding alone plausibly puts an element: beyond it a looser tolerance
 # is not what a failure calls for.
 ROUNDING_ULP = 8
-
-
-def is_float(dtype: np.dtype) -> bool:
-    """A real floating type: NumPy's, or one of ml_dtypes' (bfloat16, the float8/6/4 kinds)."""
-    return dtype.kind == "f" or (dtype.kind == "V" and dtype.name.startswith(("float", "bfloat")))
 
 
 def is_integer(dtype: np.dtype) -> bool:
