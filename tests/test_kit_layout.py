@@ -147,10 +147,12 @@ def test_the_public_face_exports_what_it_names() -> None:
 
 
 def _readme_code() -> list[tuple[str, str]]:
-    text = (ROOT / "README.md").read_text()
+    """The Python blocks of README.md and of the library's pages in docs/."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     return [
-        (f"README.md block {k}", block)
-        for k, block in enumerate(re.findall(r"```python\n(.*?)```", text, re.S))
+        (f"{page.relative_to(ROOT)} block {k}", block)
+        for page in pages
+        for k, block in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), re.S))
     ]
 
 
