@@ -841,13 +841,17 @@ def assert_jit_shardings(
     named, result_def = trees.named_leaves(result)
     leaves = [leaf for _, leaf in named]
     if not isinstance(out_shardings, (Sharding, PartitionSpec, list, tuple)):  # a pytree: its structure
-        layouts_def = jax.tree_util.tree_structure(out_shardings, is_leaf=_is_layout_leaf)
+        layouts, layouts_def = trees.named_leaves(out_shardings, is_leaf=_is_layout_leaf)
         if layouts_def != result_def:
-            raise AssertionFailed(
-                "structure",
-                "the result does not have the structure of out_shardings",
-                expected=trees.describe(out_shardings, layouts_def),
-                got=trees.describe(result, result_def),
+            raise _structure_failure(
+                result,
+                result_def,
+                [p for p, _ in named],
+                out_shardings,
+                layouts_def,
+                [p for p, _ in layouts],
+                name="out_shardings",
+                what="result",
             )
     wanted = wanted_out if isinstance(wanted_out, list) else [wanted_out] * len(leaves)
     if len(wanted) != len(leaves):
