@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -44,7 +45,10 @@ _JIT_SPLITS_EMPTY = tuple(int(p) for p in re.findall(r"\d+", jax.__version__)[:3
 
 
 def _double(x: jax.Array) -> jax.Array:
-    return x + x  # exact in every dtype; for complex, component by component
+    # Exact in every dtype.  ``2 * x`` is the cheaper kernel on CPU (``x + x`` reads x twice: about
+    # 1.7x the time at 2**20); for complex it is IEEE multiplication by 2+0j, whose ``2 * (inf+0j)``
+    # is ``inf+nanj``, so complex numbers are added, component by component.  (Chosen when traced.)
+    return x + x if jnp.iscomplexobj(x) else 2 * x
 
 
 def _build(mesh: Mesh | None) -> Entry:

@@ -4,6 +4,7 @@ what the jit probe reads from a real call (the doubling's input, ahead-of-time e
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import jax
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from conformance._src import internals
 from conformance._src.contract import oracle
 from conformance._src.contract.terms import Contract, data_axis_size, dtypes_in_domain
 from conformance._src.inputs import coverage, history
@@ -110,12 +112,66 @@ def test_a_case_token_is_not_a_history_token() -> None:
 def test_jax_may_compile_a_seen_call_only_for_a_new_kind_of_jit_argument() -> None:
     sharding = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("data",)), PartitionSpec("data"))
     other = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("data",)), PartitionSpec("data"))
-    assert not history.compile_allowed("uncommitted", ["uncommitted"])
-    assert not history.compile_allowed("uncommitted", ["numpy"])  # jit places both alike
-    assert history.compile_allowed(sharding, ["uncommitted", other])  # a committed one: its own layout
-    assert not history.compile_allowed(sharding, ["numpy", sharding])
-    assert history.compile_allowed("numpy", [sharding])
-    assert not history.compile_allowed(None, [sharding])  # no jit seen: no allowance
+    ran = jit_probe.Ran
+    f = ["jit(f)"]
+    assert not history.compile_allowed(f, [ran("f", "uncommitted")], [[ran("f", "uncommitted")]])
+    assert not history.compile_allowed(f, [ran("f", "uncommitted")], [[ran("f", "numpy")]])  # placed alike
+    assert history.compile_allowed(f, [ran("f", sharding)], [[ran("f", "uncommitted")], [ran("f", other)]])
+    assert not history.compile_allowed(f, [ran("f", sharding)], [[ran("f", "numpy")], [ran("f", sharding)]])
+    assert history.compile_allowed(f, [ran("f", "numpy")], [[ran("f", sharding)]])
+    assert not history.compile_allowed(f, [], [[ran("f", sharding)]])  # no jit seen: no allowance
+    # A staging jit of the implementation's own given something new may compile; the doubling jit,
+    # given what it was given before, may not.
+    staged = [ran("copy", "numpy"), ran("f", sharding)]
+    before = [[ran("copy", sharding), ran("f", sharding)]]
+    assert history.compile_allowed(["jit(copy)"], staged, before)
+    assert not history.compile_allowed(["jit(f)"], staged, before)
+
+
+PLACED = ("numpy", "uncommitted", "target", "elsewhere")
+
+
+def _placed(kind: str, values: np.ndarray, target: NamedSharding) -> object:
+    if kind == "numpy":
+        return values
+    if kind == "uncommitted":
+        return jax.numpy.asarray(values)
+    if kind == "target":
+        return jax.device_put(values, target)
+    return jax.device_put(values, jax.devices()[-1])  # committed to another device
+
+
+@pytest.mark.parametrize("size", [1, 2, 4])
+@pytest.mark.parametrize("staged", [False, True], ids=["one-jit", "staged-copy"])
+def test_the_allowance_model_is_what_jax_jit_really_compiles(size: int, staged: bool) -> None:
+    """Measures JAX itself, not the kit's belief about it: pre-built jits (the doubling alone, or
+    a jit(copy) with the target shardings first, its output donated to the doubling), given every
+    order of every placement kind, twice.  Every compile JAX makes for a seen (shape, dtype,
+    mesh) is one the model allows; with one jit, it allows one exactly where JAX makes one."""
+    counter = internals.compile_counter()
+    for order in itertools.permutations(PLACED):
+        target = NamedSharding(Mesh(np.array(jax.devices()[:size]), ("data",)), PartitionSpec("data"))
+        donate = (0,) if staged else ()  # the staging copy is the implementation's to donate
+        double = jax.jit(lambda v: v * 2, in_shardings=target, out_shardings=target, donate_argnums=donate)
+        stage = jax.jit(jax.numpy.copy, in_shardings=target, out_shardings=target)
+
+        def call(x: Any, double: Any = double, stage: Any = stage, target: Any = target) -> Any:
+            if isinstance(x, jax.Array) and x.committed and not x.sharding.is_equivalent_to(target, 1):
+                x = jax.device_put(x, target)  # committed elsewhere: placed first
+            return double(stage(x) if staged else x)
+
+        seen: list[list[jit_probe.Ran]] = []
+        for step, kind in enumerate([*order, *order]):
+            x = _placed(kind, np.arange(4 * size, dtype=np.float32) + step, target)
+            before = len(counter.names)
+            _, _, ran = jit_probe.observe(call, x)
+            compiled = [n for n in counter.names[before:] if not internals.is_jax_move(n)]
+            if seen:
+                allowed = history.compile_allowed(compiled, ran, seen)
+                assert allowed or not compiled, (order, step, compiled, ran)
+                if not staged:
+                    assert allowed == bool(compiled), (order, step, compiled, ran)
+            seen.append(ran)
 
 
 def test_only_jax_own_programs_for_moving_data_are_not_the_implementations_compiles() -> None:
@@ -256,11 +312,11 @@ def test_ahead_of_time_executables_are_watched_with_their_own_shardings() -> Non
         .compile()
     )
     _, chain, names = jit_probe.observe(compiled, jax.device_put(x, s), input_values=x)
-    assert names == ["compiled executable"] and chain[0].ahead_of_time and chain[0].fed
+    assert [r.name for r in names] == ["compiled executable"] and chain[0].ahead_of_time and chain[0].fed
     assert jit_probe.is_layout(chain[0].in_sharding, s) and jit_probe.is_layout(chain[0].out_sharding, s)
     bare = jax.jit(lambda v: v + v).lower(jax.ShapeDtypeStruct((8,), np.float32)).compile()
     _, chain, names = jit_probe.observe(lambda v: jax.device_put(bare(v), s), x, input_values=x)
-    assert "compiled executable" in names  # it ran, but the result is not its output:
+    assert "compiled executable" in [r.name for r in names]  # it ran, but the result is not its output:
     assert not any(c.ahead_of_time for c in chain)  # moved after it (by JAX's own copy, if any)
 
 

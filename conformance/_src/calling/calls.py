@@ -70,7 +70,8 @@ class Outcome:
     # The jit executions that produced the result (jit_probe.JitCall, outermost first),
     # for calls made while watching jax.jit; None for calls that were not watched.
     jit_chain: list[Any] | None = None
-    executions: list[str] | None = None  # every execution of compiled code in a watched call, by name
+    # Every execution of compiled code in a watched call (jit_probe.Ran: its name, what it was given).
+    executions: list[Any] | None = None
 
 
 @dataclass

@@ -543,7 +543,7 @@ def jit_shardings(kit: Any, case: Case) -> None:
             raise Refused(one_line(str(outcome.error)))
         kit.fail_raised(case, outcome.error)
     chain = list(outcome.jit_chain or [])
-    executions = list(outcome.executions or [])
+    executions = [ran.name for ran in outcome.executions or []]
     del outcome  # results may be huge: one alive at a time
     impl, kwargs = kit.impl, case.mesh_kwargs()
     target = target_sharding(case.mesh)
@@ -941,7 +941,8 @@ def compile_once(kit: Any, case: Case) -> None:
 
 def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any]) -> bool:
     """Call once, after ``earlier``, and judge the call; False where it was not judged.
-    ``arguments``: what the jit of each of those calls was given, this call's appended here."""
+    ``arguments``: the executions of compiled code in each of those calls and what each was
+    given (jit_probe.Ran), this call's appended here."""
     kit.history = [*earlier, case]  # what a failure prints, and its rerun command replays
     if not earlier:
         arguments.clear()  # a new history
@@ -956,15 +957,17 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
         _, outcome = kit.call(case, x, watch_jit=True)
     except jax_bugs.KnownBugHit:
         return False  # JAX's own bug: not the implementation's (jax_bugs.py)
-    del x
     if outcome.error is not None:
         if may_refuse(case, outcome.error):
+            _assert_intact(kit, case, x)
             return False
         kit.fail_raised(case, outcome.error)
-    result, chain = outcome.result, outcome.jit_chain or []
+    _assert_intact(kit, case, x)  # deleted (donated) or changed at some depth of the history fails too
+    del x
+    result = outcome.result
     compiled = [name for name in outcome.compiled if not internals.is_jax_move(name)]  # JAX's: not counted
+    arguments.append(list(outcome.executions or []))
     del outcome
-    arguments.append(chain[0].argument if chain else None)
     _check_values(kit, case, result)  # an earlier call's result handed back fails here
     if getattr(result, "dtype", None) != case.dtype:
         kit.fail(
@@ -977,7 +980,11 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
     _check_layout(kit, case, result)
     key = history.call_key(case)
     same = [k for k, step in enumerate(earlier, 1) if history.call_key(step) == key]
-    if compiled and same and not history.compile_allowed(arguments[-1], [arguments[k - 1] for k in same]):
+    if (
+        compiled
+        and same
+        and not history.compile_allowed(compiled, arguments[-1], [arguments[k - 1] for k in same])
+    ):
         kit.fail(
             "a call whose shape, dtype and mesh came earlier in the history compiled again",
             case,
@@ -1018,6 +1025,15 @@ def state_histories(kit: Any, token: str | None) -> None:
         if token is not None:
             history.replay(judge, decode_history(token))
             return
+        planned = history.planned(
+            contract=kit.contract,
+            x64=bool(jax.config.read("jax_enable_x64")),
+            placements=("target",) if jax.process_count() > 1 else None,
+            seed=kit.schedule.seed,
+        )
+        for steps in planned:  # depth on one key, ids that join alike: every run, not by chance
+            history.replay(judge, steps)
+            reach.count_planned(steps)
         try:
             history.search(
                 judge,
@@ -1025,7 +1041,6 @@ def state_histories(kit: Any, token: str | None) -> None:
                 contract=kit.contract,
                 options=kit.hypothesis_options(CHECKS["state.histories"]),
                 x64=bool(jax.config.read("jax_enable_x64")),
-                placements=("target",) if jax.process_count() > 1 else None,  # only global arrays there
             )
         except BaseExceptionGroup as group:
             # Hypothesis calls a failure flaky when its replay passes: the implementation's state

@@ -30,6 +30,8 @@ MeshArg = Literal["omit", "none", "mesh"]
 #   ("sharded", (ids...), "split")   split over a 1-D mesh of those devices
 #   ("sharded", (ids...), "replicated")
 #   ("target",)                      committed in the target layout already (an earlier result)
+#   ("memory", kind, "target")       the target layout, in another memory kind (pinned_host, ...)
+#   ("memory", kind, id)             committed to device id, in another memory kind
 Placement = tuple[Any, ...]
 UNCOMMITTED: Placement = ("uncommitted",)
 TARGET: Placement = ("target",)
@@ -124,7 +126,22 @@ def describe_placement(placement: Placement) -> str:
         return "committed in the target layout already (as an earlier result is)"
     if kind == "device":
         return f"committed to device {placement[1]}"
+    if kind == "memory":
+        where = "in the target layout" if placement[2] == "target" else f"to device {placement[2]}"
+        return f"committed {where}, in memory kind {placement[1]!r} (not the device's default memory)"
     return f"committed {placement[2]} over devices {list(placement[1])}"
+
+
+def other_memory_kinds() -> tuple[str, ...]:
+    """The memory kinds the first device offers besides its default one (on CPU: ``pinned_host``
+    and ``unpinned_host``), in a fixed order; the default one alone where it offers no other."""
+    device = jax.devices()[0]
+    try:
+        default = device.default_memory().kind
+        kinds = sorted({m.kind for m in device.addressable_memories()} - {default})
+    except Exception:  # noqa: BLE001 -- a backend without memory kinds: its default one
+        return ("device",)
+    return tuple(kinds) or (default,)
 
 
 def make_mesh(ids: list[int], shape: tuple[int, ...], axis_names: tuple[str, ...]) -> Mesh:
@@ -164,6 +181,13 @@ def make_input(case: Case) -> Any:
     by_id = {int(d.id): d for d in jax.devices()}
     if kind == "device":
         return jax.device_put(host, by_id[case.placement[1]])
+    if kind == "memory":
+        from conformance._src.contract.terms import target_sharding
+
+        _, memory, where = case.placement
+        if where == "target":
+            return jax.device_put(host, target_sharding(case.mesh).with_memory_kind(memory))
+        return jax.device_put(host, jax.sharding.SingleDeviceSharding(by_id[where], memory_kind=memory))
     ids = list(case.placement[1])
     mesh = make_mesh(ids, (len(ids),), ("p",))
     spec = PartitionSpec("p") if case.placement[2] == "split" else PartitionSpec()
@@ -304,8 +328,8 @@ class CaseData:
     def device_ids(self) -> list[int]:
         """Every device the case names: its mesh's and its placement's."""
         ids = list(self.mesh_ids or ())
-        if self.placement[0] == "device":
-            ids.append(self.placement[1])
+        if self.placement[0] == "device" or (self.placement[0] == "memory" and self.placement[2] != "target"):
+            ids.append(self.placement[-1])
         elif self.placement[0] == "sharded":
             ids.extend(self.placement[1])
         return ids
@@ -330,6 +354,9 @@ def _placement(raw: Any) -> Placement:
         return ("numpy", raw[1])
     if kind == "device" and len(raw) == 2 and type(raw[1]) is int and raw[1] >= 0:
         return ("device", raw[1])
+    if kind == "memory" and len(raw) == 3 and isinstance(raw[1], str):
+        if raw[2] == "target" or (type(raw[2]) is int and raw[2] >= 0):
+            return ("memory", raw[1], raw[2])
     if kind == "sharded" and len(raw) == 3 and raw[2] in ("split", "replicated"):
         ids = _ints(raw[1], "its placement's devices")
         if not ids or len(set(ids)) != len(ids):

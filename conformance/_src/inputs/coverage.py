@@ -6,7 +6,9 @@ Four axes cut the space of single calls into cells:
 * ``placement``: where x lives (``PLACEMENTS``): a NumPy array, a NumPy array
   as users also have them (a strided or reversed view, non-native byte order,
   read-only), uncommitted, committed to one device, committed elsewhere
-  (split or replicated over other devices), already in the target layout;
+  (split or replicated over other devices), already in the target layout, in
+  another memory kind than the device's default (``pinned_host``, ...: in the
+  target layout or on one device);
 * ``mesh``: how the layout is asked for (``MESHES``): no mesh (the first
   device), a 1-D mesh, a 2-D mesh with both axes of 2+ devices, a 2-D mesh
   whose data axis has one device (the vector replicated over ``model``);
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
     from conformance._src.inputs.case import Case, Placement
 
-PLACEMENTS = ("numpy", "numpy-view", "uncommitted", "device", "elsewhere", "target")
+PLACEMENTS = ("numpy", "numpy-view", "uncommitted", "device", "elsewhere", "target", "memory")
 MESHES = ("default", "1d", "2d", "2d-data1")
 LENGTHS = ("empty", "short", "medium", "long")
 SHORT_MAX = 64

@@ -52,6 +52,7 @@ other keys (past what a cache of 4 entries keeps).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,8 +72,11 @@ from jax.sharding import Mesh
 
 from conformance._src import internals
 from conformance._src.contract.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance._src.inputs import coverage
 from conformance._src.inputs.case import Case, MeshArg, make_mesh
+from conformance._src.inputs.schedule import Schedule
 from conformance._src.library import strategies as cst
+from conformance._src.library.jit_probe import Ran
 from conformance._src.library.strategies import OTHER_AXIS, values_from
 
 # How the next call's mesh comes from the pool (``MESH_MOVES``), in the order shrinking prefers.
@@ -85,11 +89,15 @@ MESH_MOVES = (
     "inside-changed",
     "subset",
     "high-ids",
+    "ids-joined-alike",
 )
 MULTIPLES = (1, 2, 3)  # a call's length: this many times the data axis
 STEPS = 20  # calls in one history at most (Hypothesis's stateful_step_count)
 SHRINK_SECONDS = 20  # Hypothesis shrinks a failing history this long at most
 EVICTING = 4  # a revisit after this many other keys is past what a cache of 4 entries keeps
+# The planned deep history calls each of its keys this many times in every placement kind: half of
+# them in a row, half between another key's calls (SPEC, "state.histories").
+DEPTH = 12
 
 Key = tuple[Any, ...]
 
@@ -127,13 +135,35 @@ def twin(case: Case) -> Case | None:
     return Case(case.values, case.mesh, mesh_arg, placement)
 
 
-def compile_allowed(argument: Any, seen: list[Any]) -> bool:
-    """May a call whose (shape, dtype, mesh) came before compile its own code (JAX's programs for
-    moving ``x`` are never counted: internals.JAX_MOVE_PROGRAMS)?  Only where JAX's jit does:
-    the first time, for this shape, dtype and mesh, that the jit is given a NumPy or uncommitted
-    array, or an array committed to a given sharding (``argument``, jit_probe.JitCall.argument;
-    ``seen``: what the jit was given in the earlier calls).  No jit seen: no allowance."""
-    return argument is not None and all(_kind(argument) != _kind(given) for given in seen)
+def _runs(name: str, compiled: str) -> bool:
+    return compiled in (name, f"jit({name})")
+
+
+def compile_allowed(compiled: Sequence[str], given: Sequence[Ran], seen: Sequence[Sequence[Ran]]) -> bool:
+    """May a call whose (shape, dtype, mesh) came before compile ``compiled`` (the names of its own
+    programs: JAX's programs for moving ``x`` are never counted, internals.JAX_MOVE_PROGRAMS)?
+
+    Only where JAX's jit does (tests/test_kit_history.py measures it): each jitted function
+    compiles the first time, for this shape, dtype and mesh, that it is given a NumPy or
+    uncommitted array (one kind), or an array committed to a given sharding.  ``given``: every
+    execution of compiled code in this call and what its vector was (jit_probe.Ran), so a jit of
+    the implementation's own that stages ``x`` first is judged as the doubling jit is; ``seen``:
+    the same for each earlier call of this key.  A compile of a function that was given nothing
+    new is not allowed; nor is any compile where no execution was given anything new."""
+    before = [(ran.name, _kind(ran.argument)) for call in seen for ran in call if ran.argument is not None]
+    new = [
+        ran
+        for ran in given
+        if ran.argument is not None
+        and not internals.is_jax_move(ran.name)  # JAX's own programs move x: their compiles are JAX's
+        and (ran.name, _kind(ran.argument)) not in before
+    ]
+    if not new:
+        return False
+    for name in compiled:
+        if any(_runs(ran.name, name) for ran in given) and not any(_runs(ran.name, name) for ran in new):
+            return False  # that function ran, but on nothing new: its cache lost it
+    return True
 
 
 @dataclass
@@ -147,9 +177,30 @@ class HistoryReach:
     most_meshes: int = 0  # distinct meshes in one history
     most_keys: int = 0  # distinct (mesh, dtype) keys in one history
     moves: dict[str, int] = field(default_factory=dict)  # steps per mesh move
+    planned_steps: int = 0  # calls of the planned histories (``planned``)
+    deepest: int = 0  # the most calls of one key in one planned history
+    deepest_in_a_row: int = 0  # the most calls of one key in a row
+    joined_alike: int = 0  # planned calls on meshes whose ids join alike (1, 10 / 11, 0)
+
+    def count_planned(self, steps: list[Case]) -> None:
+        self.planned_steps += len(steps)
+        keys = [call_key(case) for case in steps]
+        self.deepest = max(self.deepest, *(keys.count(key) for key in keys))
+        run = 0
+        for k, key in enumerate(keys):
+            run = run + 1 if k and keys[k - 1] == key else 1
+            self.deepest_in_a_row = max(self.deepest_in_a_row, run)
+        if len({key[2] for key in keys}) == 2 and all(
+            key[2] is not None and len(key[2][0]) == 2 for key in keys
+        ):
+            self.joined_alike += len(steps)
 
     def as_dict(self) -> dict[str, int]:
         return {
+            "planned calls": self.planned_steps,
+            "most calls of one key": self.deepest,
+            "most calls of one key in a row": self.deepest_in_a_row,
+            "calls on meshes whose ids join alike": self.joined_alike,
             "histories": self.histories,
             "steps": self.steps,
             "revisits": self.revisits,
@@ -246,7 +297,36 @@ def move(how: str, base: Mesh | None, draw: Callable[..., Any]) -> Mesh | None:
         k = draw(st.integers(1, len(every)))
         chosen = draw(st.permutations(every[-k:]))
         return make_mesh(chosen, (k,), (DATA_AXIS,)) if draw(st.booleans()) else _two_axes(chosen, draw)
+    if how == "ids-joined-alike":  # ids that join alike without a separator: 1, 12 and 11, 2
+        pair = joined_alike(every, ids)
+        return base if pair is None else make_mesh(pair[1], (2,), (DATA_AXIS,))
     raise ValueError(f"unknown mesh move {how!r}")
+
+
+def joined_alike(every: list[int], ids: list[int] | None = None) -> tuple[list[int], list[int]] | None:
+    """Two meshes' device ids, two each, that join into one string without a separator (1, 10
+    and 11, 0 both give "110"): the first is ``ids`` where it has such a twin.  Such pairs need
+    ids of one and of two digits (12 or more devices); None where there is none."""
+    known = set(every)
+
+    def twin(pair: list[int]) -> list[int] | None:
+        text = "".join(map(str, pair))
+        for cut in range(1, len(text)):
+            left, right = text[:cut], text[cut:]
+            if any(len(part) > 1 and part[0] == "0" for part in (left, right)):
+                continue
+            other = [int(left), int(right)]
+            if other != pair and other[0] != other[1] and set(other) <= known:
+                return other
+        return None
+
+    if ids is not None and len(ids) == 2 and (found := twin(ids)) is not None:
+        return ids, found
+    for a in sorted(known):
+        for b in sorted(known - {a}):
+            if (found := twin([a, b])) is not None:
+                return [a, b], found
+    return None
 
 
 @dataclass
@@ -357,6 +437,69 @@ def search(
     options = {**options, "stateful_step_count": STEPS, "phases": phases}
     with internals.shrink_budget(SHRINK_SECONDS):  # each try replays a history: compiles, not µs
         run_state_machine_as_test(machine, settings=settings(**options))
+
+
+def _deep_key_mesh(every: list[int]) -> Mesh | None:
+    """The second deep key's mesh: 2-D, 'data' second and of 2 devices, where 4 devices exist."""
+    if len(every) >= 4:
+        return make_mesh(every[:4], (2, 2), (OTHER_AXIS, DATA_AXIS))
+    return make_mesh(every, (len(every),), (DATA_AXIS,))
+
+
+def planned(
+    *, contract: Contract, x64: bool = False, placements: Sequence[str] | None = None, seed: int = 0
+) -> list[list[Case]]:
+    """The histories every run makes before the search, for classes chance reaches too rarely:
+
+    * depth: two keys, each called ``DEPTH`` times in every placement kind (the kinds in turn,
+      a round each), the first key's first half of rounds in a row, then the two keys' rounds
+      between each other's: a path that changes after a key's K-th call (in a row, or in one
+      placement) meets every K up to ``DEPTH``;
+    * ids of one and two digits (12 or more devices): two meshes whose ids join alike without a
+      separator (1, 10 and 11, 0), called in turn.
+    """
+    rng = random.Random(f"planned/{seed}")
+    dtypes = dtypes_in_domain(contract, x64=x64)
+    every = [int(d.id) for d in jax.devices()]
+    kinds = [k for k in (placements or coverage.PLACEMENTS)]
+
+    def rounds(mesh: Mesh | None, dtype: np.dtype, n: int, mesh_arg: MeshArg) -> list[list[Case]]:
+        made = []
+        for r in range(DEPTH):
+            made.append(
+                [
+                    Case(
+                        values_from(np.random.default_rng(rng.getrandbits(32)), dtype, n),
+                        mesh,
+                        mesh_arg,
+                        Schedule._placement(kind, n, mesh, rng),
+                    )
+                    for kind in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]  # each kind first in turn
+                ]
+            )
+        return made
+
+    float32 = np.dtype("float32") if np.dtype("float32") in dtypes else dtypes[0]
+    first = rounds(None, float32, 3, "omit")
+    other_mesh = _deep_key_mesh(every)
+    second = rounds(other_mesh, dtypes[-1], 2 * data_axis_size(other_mesh), "mesh")
+    half = DEPTH // 2
+    steps = [case for one in first[:half] for case in one]
+    for a, b in zip(first[half:], second[:half], strict=True):
+        steps += [*a, *b]
+    steps += [case for one in second[half:] for case in one]
+    found = [steps]
+    pair = joined_alike(every)
+    if pair is not None:
+        meshes = [make_mesh(ids, (2,), (DATA_AXIS,)) for ids in pair]
+        turns = []
+        for r in range(2):
+            for k, mesh in enumerate(meshes):
+                kind = kinds[(2 * r + k) % len(kinds)]
+                values = values_from(np.random.default_rng(rng.getrandbits(32)), float32, 4)
+                turns.append(Case(values, mesh, "mesh", Schedule._placement(kind, 4, mesh, rng)))
+        found.append(turns)
+    return found
 
 
 def replay(judge_step: Callable[[list[Case], Case], bool], steps: list[Case]) -> None:

@@ -19,7 +19,15 @@ from jax.sharding import Mesh
 
 from conformance._src.contract.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
 from conformance._src.inputs import coverage
-from conformance._src.inputs.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, make_mesh
+from conformance._src.inputs.case import (
+    NUMPY_FORMS,
+    TARGET,
+    Case,
+    MeshArg,
+    Placement,
+    make_mesh,
+    other_memory_kinds,
+)
 from conformance._src.inputs.coverage import (
     DATA_POSITIONS,
     DATA_SIZES,
@@ -242,6 +250,10 @@ class Schedule:
             return TARGET
         if kind == "device":
             return ("device", rng.choice(others))
+        if kind == "memory":  # on several devices where the target has several, else on one
+            divides = mesh is None or n % data_axis_size(mesh) == 0  # else there is no target layout
+            where = "target" if divides and (len(target) > 1 or rng.random() < 0.5) else rng.choice(ids)
+            return ("memory", rng.choice(other_memory_kinds()), where)
         if kind == "elsewhere":
             sizes = [k for k in range(1, len(others) + 1) if n % k == 0]
             size = rng.choice(sizes)

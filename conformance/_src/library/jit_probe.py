@@ -46,6 +46,15 @@ class JitCall:
     argument: Any = None
 
 
+@dataclass(frozen=True)
+class Ran:
+    """One execution of compiled code in a watched call: its name and what its first vector
+    input was (``JitCall.argument``: jit compiles apart for each kind; None: no vector went in)."""
+
+    name: str
+    argument: Any = None
+
+
 def _inputs(shardings: Any, avals: Any) -> tuple[tuple[int, Any], ...]:
     return tuple((int(getattr(a, "ndim", 0)), s) for s, a in zip(shardings, avals, strict=False))
 
@@ -115,9 +124,9 @@ def output_chain(jaxpr: Any, index: int = 0, depth: int = 0) -> list[JitCall]:
 
 def observe(
     fn: Any, x: Any, *, input_values: np.ndarray | None = None, **kwargs: Any
-) -> tuple[Any, list[JitCall], list[str]]:
+) -> tuple[Any, list[JitCall], list[Ran]]:
     """Call ``fn(x, **kwargs)`` for real; return its result, the jit chain that produced it, and
-    the names of every execution of compiled code in the call.
+    every execution of compiled code in the call (``Ran``: its name, what its vector was).
 
     Sees what tracing cannot: the path a real input takes (a NumPy array, an
     array already committed somewhere) and implementations that look at
@@ -134,7 +143,7 @@ def observe(
     with internals.jit_executions() as seen:
         result = fn(x, **kwargs)
     chain = _chain(seen, result, input_values)
-    return result, chain, [e.name for e in seen]
+    return result, chain, [Ran(e.name, _vector_argument(e)) for e in seen]
 
 
 def observe_outputs(
@@ -191,6 +200,13 @@ def _chain(
                 inner = [] if execution.jaxpr is None else output_chain(execution.jaxpr, k, 1)
                 return [call, *inner]
     return []
+
+
+def _vector_argument(execution: internals.Execution) -> Any:
+    for ndim, value in zip(execution.in_ndims, execution.inputs, strict=False):
+        if ndim == 1:
+            return _argument(value)
+    return None
 
 
 def _argument(value: Any) -> Any:

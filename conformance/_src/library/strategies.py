@@ -22,7 +22,16 @@ from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec, Shard
 
 from conformance._src.contract.terms import DATA_AXIS, Contract
 from conformance._src.inputs import coverage
-from conformance._src.inputs.case import NUMPY_FORMS, TARGET, TILE, Case, MeshArg, Placement, make_mesh
+from conformance._src.inputs.case import (
+    NUMPY_FORMS,
+    TARGET,
+    TILE,
+    Case,
+    MeshArg,
+    Placement,
+    make_mesh,
+    other_memory_kinds,
+)
 from conformance._src.inputs.coverage import LONG_MAX, MEDIUM_MAX
 from conformance._src.library.dtypes import (
     Controls,
@@ -615,7 +624,8 @@ def placements(
 ) -> st.SearchStrategy[Placement]:
     """Where the input lives (``coverage.PLACEMENTS``): NumPy (plain, or a strided or
     reversed view, non-native byte order, read-only), uncommitted, one device,
-    sharded elsewhere, or already in the target layout.
+    sharded elsewhere, already in the target layout, or in another memory kind
+    than the default (``pinned_host``, ...: in the target layout or on one device).
 
     Sharded placements use a number of devices that divides ``length``.
     ``kinds`` keeps some of them; ``target=False`` leaves out the target
@@ -631,12 +641,17 @@ def placements(
         bool(chosen) and set(chosen) <= set(coverage.PLACEMENTS),
         f"kinds={kinds!r} must name some of {coverage.PLACEMENTS}",
     )
-    return _placements(length=length, devices=devices, kinds=tuple(chosen))
+    return _placements(length=length, devices=devices, kinds=tuple(chosen), target=target)
 
 
 @st.composite
 def _placements(
-    draw: st.DrawFn, *, length: int, devices: Sequence[jax.Device] | None, kinds: tuple[str, ...]
+    draw: st.DrawFn,
+    *,
+    length: int,
+    devices: Sequence[jax.Device] | None,
+    kinds: tuple[str, ...],
+    target: bool = True,
 ) -> Placement:
     pool = list(jax.devices() if devices is None else devices)
     kind = draw(st.sampled_from(kinds))
@@ -648,6 +663,10 @@ def _placements(
         return TARGET
     if kind == "device":
         return ("device", int(draw(st.sampled_from(pool)).id))
+    if kind == "memory":
+        device = int(draw(st.sampled_from(pool)).id)
+        where = draw(st.sampled_from(["target", device])) if target else device
+        return ("memory", draw(st.sampled_from(other_memory_kinds())), where)
     ids = [int(d.id) for d in draw(st.permutations(pool))]
     sizes = [k for k in range(1, len(pool) + 1) if length % k == 0]
     size = draw(st.sampled_from(sizes))
