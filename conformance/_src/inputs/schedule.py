@@ -40,6 +40,9 @@ from conformance._src.inputs.coverage import (
 )
 from conformance._src.library.strategies import OTHER_AXIS, values_from
 
+# The octaves of lengths every run gives one input (Schedule.octave_cases): 2**4 to 2**20.
+OCTAVES = range(4, 21)
+
 # The data axis's sizes of each class (coverage.DATA_SIZES).
 _SIZES = {"one": (1,), "power-of-two": (2, 4, 8), "odd": (3, 5, 7), "even-other": (6,)}
 
@@ -238,6 +241,25 @@ class Schedule:
             placement = self._placement(cell.placement, n, mesh, self._rng("placement", cell, divisible))
             self._cases[slot] = Case(self._values[group], mesh, mesh_arg, placement)
         return self._cases[slot]
+
+    def octave_cases(self) -> list[tuple[int, Case]]:
+        """One input per octave of lengths, ``(2**k, 2**(k + 1))`` for k in ``OCTAVES``: a path
+        for a band of lengths between the cells' tiers (a loop of fixed chunks that leaves a
+        tail) meets one every run.  Each length is odd and no multiple of 5, so no multiple of
+        a power of two or of ten (common chunk sizes); float32, no mesh (``mesh=None`` or
+        omitted), NumPy or uncommitted.  The seed contract calls ``pjit_double(x)`` on an
+        uncommitted x only."""
+        made = []
+        for k in OCTAVES:
+            rng = self._rng("octave", k)
+            n = rng.randrange(2**k + 1, 2 ** (k + 1), 2)
+            n = n if n % 5 else n + 2
+            values = values_from(np.random.default_rng(rng.getrandbits(64)), np.dtype("float32"), n)
+            seed = self.contract is Contract.SEED
+            mesh_arg: MeshArg = "omit" if seed or k % 2 else "none"
+            placement: Placement = ("uncommitted",) if seed or k % 2 == 0 else ("numpy",)
+            made.append((k, Case(values, None, mesh_arg, placement)))
+        return made
 
     @staticmethod
     def _placement(kind: str, n: int, mesh: Mesh | None, rng: random.Random) -> Placement:

@@ -161,6 +161,7 @@ def to_json(report: Report) -> dict[str, Any]:
                     "pairs": {k: list(v) for k, v in sorted(r.pairs.items())},
                 },
                 "histories": dict(r.histories),
+                "octaves": dict(r.octaves),
                 "left_out": list(r.left_out),
             }
             for r in every
@@ -375,6 +376,10 @@ def _histories(report: Report) -> list[str]:
         if r.histories:
             reached = ", ".join(f"{k} {v}" for k, v in r.histories.items())
             lines += ["", f"Histories of calls (`{r.id}`): {reached}."]
+    octaves = [r for r in report.ordered() if r.octaves]
+    if octaves:
+        judged = "; ".join(f"`{r.id}` {len(r.octaves)}" for r in octaves)
+        lines += ["", f"Lengths by octave, 2^4 to 2^20 (octaves judged): {judged}."]
     return lines
 
 

@@ -102,6 +102,8 @@ class CheckVerdict:
     pairs: dict[str, list[int]] = field(default_factory=dict)
     # Histories of calls (history.py): what the search reached (histories, steps, revisits, ...).
     histories: dict[str, int] = field(default_factory=dict)
+    # Lengths by octave (schedule.Schedule.octave_cases): inputs judged per octave "2^k".
+    octaves: dict[str, int] = field(default_factory=dict)
     # What of the check's domain this run did not judge, and why, one line each (too few devices for
     # the check or for some of its meshes, inconclusive, cells no input was judged in).  Any line
     # makes the run PARTIAL: exit 0 says the whole contract was judged.

@@ -123,6 +123,23 @@ def run(kit: Kit) -> dict[str, Finding]:
                     finding.failure = (case, cell, failure)
         for done in group:
             kit.pool.forget(done)
+        for k, case in kit.schedule.octave_cases():  # every octave of lengths: one call, judged by all
+            cell = coverage.cell_of(case)
+            for check in members:
+                finding = findings[check.id]
+                assert check.domain is not None
+                if finding.failure is not None or cell not in cells_of[check.id]:
+                    continue
+                if not check.domain.accepts(case, kit.contract):
+                    continue
+                kit.check_id = check.id
+                try:
+                    kit.judge(check, finding.record, case, finding.inconclusive)
+                except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
+                    finding.failure = (case, cell, failure)
+                    continue
+                finding.record.octaves[f"2^{k}"] = finding.record.octaves.get(f"2^{k}", 0) + 1
+            kit.pool.forget(case)
     finally:
         kit.check_id, kit.in_schedule = previous, False
     for c in members:
@@ -141,6 +158,7 @@ def take(kit: Kit, check: Check, record: CheckVerdict, inconclusive: list[str]) 
     found = finding.record
     record.coverage.update(found.coverage)
     record.mesh_classes.update(found.mesh_classes)
+    record.octaves.update(found.octaves)
     record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
     record.not_judged = list(found.not_judged)
     inconclusive.extend(finding.inconclusive)
