@@ -204,10 +204,15 @@ def jit_executions() -> Iterator[list[Execution]]:
 
 
 @contextmanager
-def shrink_budget(seconds: float) -> Iterator[None]:
+def shrink_budget(seconds: float, stopped: str | None = None) -> Iterator[None]:
     """Hypothesis shrinks a failure for at most ``seconds`` in the block (its private engine's
-    ``MAX_SHRINKING_SECONDS``, 300 s); where that attribute is missing, shrinking is unbounded."""
+    ``MAX_SHRINKING_SECONDS``, 300 s); where that attribute is missing, shrinking is unbounded.
+
+    When the budget stops it, Hypothesis reports that it "spent more than five minutes" and asks
+    to be told: false under a budget of the kit's.  Its reporter (``hypothesis.reporting``)
+    then says ``stopped`` instead; Hypothesis's other reports pass as they are."""
     try:
+        from hypothesis import reporting
         from hypothesis.internal.conjecture import engine
     except ImportError:
         yield
@@ -216,9 +221,15 @@ def shrink_budget(seconds: float) -> Iterator[None]:
     if before is None:
         yield
         return
+    outer = reporting.current_reporter()
+
+    def kit_words(text: object) -> None:
+        outer(stopped if stopped is not None and "working to shrink" in str(text) else text)
+
     engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
     try:
-        yield
+        with reporting.with_reporter(kit_words):
+            yield
     finally:
         engine.MAX_SHRINKING_SECONDS = before
 

@@ -1040,6 +1040,7 @@ def state_histories(kit: Any, token: str | None) -> None:
                 reach,
                 contract=kit.contract,
                 options=kit.hypothesis_options(CHECKS["state.histories"]),
+                shrink_seconds=kit.shrink_seconds,
                 x64=bool(jax.config.read("jax_enable_x64")),
             )
         except BaseExceptionGroup as group:

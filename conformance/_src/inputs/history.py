@@ -93,7 +93,10 @@ MESH_MOVES = (
 )
 MULTIPLES = (1, 2, 3)  # a call's length: this many times the data axis
 STEPS = 20  # calls in one history at most (Hypothesis's stateful_step_count)
-SHRINK_SECONDS = 20  # Hypothesis shrinks a failing history this long at most
+SHRINK_STOPPED = (
+    "conformance: shrinking the failing history stopped at the kit's budget of {seconds:g} s "
+    "(state.histories, set per --hypothesis-profile); the history below is the shortest found by then"
+)
 EVICTING = 4  # a revisit after this many other keys is past what a cache of 4 entries keeps
 # The planned deep history calls each of its keys this many times in every placement kind: half of
 # them in a row, half between another key's calls (SPEC, "state.histories").
@@ -418,8 +421,10 @@ def search(
     options: dict[str, Any],
     x64: bool = False,
     placements: Sequence[str] | None = None,
+    shrink_seconds: float = 30.0,
 ) -> None:
-    """Search histories with Hypothesis (``options``: its settings), counting what was reached in ``reach``.
+    """Search histories with Hypothesis (``options``: its settings), counting what was reached in ``reach``;
+    a failing history is shrunk for ``shrink_seconds`` at most (explore.SHRINK_SECONDS, per profile).
 
     ``judge_step(history, case)`` calls the implementation once and judges
     the call, ``history`` being the calls before it; it raises on a failure
@@ -434,8 +439,9 @@ def search(
     loaded = settings.default  # the profile's phases where the kit sets none (no shrinking in mutant runs)
     given = options.get("phases", loaded.phases if loaded is not None else list(Phase))
     phases = [p for p in given if p is not Phase.explain]
+    budget = shrink_seconds
     options = {**options, "stateful_step_count": STEPS, "phases": phases}
-    with internals.shrink_budget(SHRINK_SECONDS):  # each try replays a history: compiles, not µs
+    with internals.shrink_budget(budget, SHRINK_STOPPED.format(seconds=budget)):  # each try replays a history
         run_state_machine_as_test(machine, settings=settings(**options))
 
 

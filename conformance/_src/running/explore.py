@@ -38,6 +38,9 @@ PROFILES: dict[str, dict[str, Any]] = {
     "thorough": dict(max_examples=150, deadline=None, suppress_health_check=_QUIET),
 }
 SHRINK_EXAMPLES = 30  # Hypothesis's examples, in one cell, to find and shrink a failure the schedule found
+# How long Hypothesis may shrink a failing history of calls (state.histories), per profile: each
+# try replays a history, compiles and all, so a try costs up to seconds, not microseconds.
+SHRINK_SECONDS = {"default": 30.0, "ci": 60.0, "thorough": 120.0}
 
 
 class _CheckDatabase(ExampleDatabase):

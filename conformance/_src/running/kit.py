@@ -366,6 +366,11 @@ class Kit:
     def hypothesis_options(self, check: Check) -> dict[str, Any]:
         return explore.hypothesis_options(self.profile, check, cluster=self.cluster is not None)
 
+    @property
+    def shrink_seconds(self) -> float:
+        """How long a failing history of calls may be shrunk under this run's profile."""
+        return explore.SHRINK_SECONDS.get(self.profile, explore.SHRINK_SECONDS["default"])
+
     def judge(self, check: Check, record: CheckVerdict, case: Case, inconclusive: list[str]) -> None:
         """One input through the check's body, counted in its cell."""
         where = coverage.cell_of(case)
