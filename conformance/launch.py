@@ -7,7 +7,11 @@ process 0's output, prints the others' when they fail, and exits with one
 combined status: 0 when every process passed, 4 when any reported a usage
 error, 1 otherwise.  Once a process has ended badly the others get
 ``--grace`` seconds to finish; then every process still running is killed,
-so no orphan is left behind.  On a real cluster, run
+so no orphan is left behind.  A process that dies (a signal, an exit in the
+implementation or in the kit's own agreement step) or hangs in a call with
+the GIL held is a check's verdict, as one supervised process's is: the
+launcher ends the others, names the check that was running, and prints the
+table and writes the ``--conformance-report`` files itself.  On a real cluster, run
 ``pytest --pyargs conformance --distributed ...`` under the cluster's own
 launcher instead (see README).
 """
@@ -15,13 +19,19 @@ launcher instead (see README).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 
 def _free_port() -> int:
@@ -49,6 +59,57 @@ def combined_status(statuses: list[int | None]) -> int:
     return 1
 
 
+DIED_GRACE_S = 3.0  # after one process died, for the others to end of themselves (they often do)
+HUNG_MARGIN_S = 30.0  # past a call's deadline (the process's own timeout acts first, GIL allowing)
+
+
+def _rerun(args: argparse.Namespace) -> Any:
+    """A one-process rerun command, as this launcher's."""
+
+    def launcher_rerun(command: str) -> str:
+        words = shlex.split(command)
+        if words[:3] != ["python", "-m", "pytest"]:
+            return command
+        rest, skip = [], False
+        for word in words[3:]:
+            if skip:
+                skip = False
+            elif word == "--devices":
+                skip = True  # the launcher gives each process its devices
+            else:
+                rest.append(word)
+        head = ["python", "-m", "conformance.launch", "--processes", str(args.processes)]
+        head += ["--devices-per-process", str(args.devices_per_process), "--"]
+        return shlex.join(head + rest)
+
+    return launcher_rerun
+
+
+def _hung(folder: Path, rank: int, now: float) -> bool:
+    """Is process ``rank`` in a call far past its deadline (its own timeout could not act)?"""
+    try:
+        entry = json.loads((folder / f"process-{rank}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return "deadline" in entry and now > float(entry["deadline"]) + HUNG_MARGIN_S
+
+
+def _verdict_of_ending(folder: Path, endings: list[Any], args: argparse.Namespace, took: float) -> int | None:
+    """A process died: the check's verdict, the table and the report files; the job's exit status."""
+    from conformance._src.calling.distributed import launcher_verdict
+    from conformance._src.session.verdicts import write_summary
+
+    report, path = launcher_verdict(folder, endings, _rerun(args))
+    if report is None:
+        return None
+    report.duration = took
+    sys.stdout.write(
+        "\n" + " pjit_double conformance (conformance.launch: a process ended early) ".center(80, "=") + "\n"
+    )
+    write_summary(report, path, print)
+    return int(report.verdict.exit_status)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.launch", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2)
@@ -67,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen[str]] = []
     outputs: list[list[str]] = []
     pumps = []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    folder = Path(tempfile.mkdtemp(prefix="conformance-launch-"))
+    from conformance._src.calling.distributed import STATE_ENV, Ending
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", STATE_ENV: str(folder)}
+    started = time.monotonic()
     for rank in range(args.processes):
         command = [
             sys.executable,
@@ -112,12 +177,30 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     deadline: float | None = None
+    hung: set[int] = set()
+    killed: set[int] = set()
+    died_at: float | None = None
+
+    def done(rank: int) -> bool:
+        return (folder / f"process-{rank}.done").exists()
+
     try:
         while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            for rank, proc in enumerate(procs):
+                if proc.poll() is None and _hung(folder, rank, time.time()):
+                    hung.add(rank)
+                    os.killpg(proc.pid, signal.SIGKILL)
+            if died_at is None and any(p.poll() is not None and not done(r) for r, p in enumerate(procs)):
+                died_at = now  # the job cannot go on without it: the others end soon
+            if died_at is not None and now > died_at + DIED_GRACE_S:
+                killed.update(r for r, p in enumerate(procs) if p.poll() is None)
+                break
             bad = [p for p in procs if p.poll() not in (None, 0)]
             if bad and deadline is None:
-                deadline = time.monotonic() + args.grace
-            if deadline is not None and time.monotonic() > deadline:
+                deadline = now + args.grace
+            if deadline is not None and now > deadline:
+                killed.update(r for r, p in enumerate(procs) if p.poll() is None)
                 break
             time.sleep(0.2)
     finally:
@@ -133,6 +216,14 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write("".join(lines[-400:]))
     summary = ", ".join(f"process {r}: {s}" for r, s in enumerate(statuses))
     status = combined_status(statuses)
+    endings = [
+        Ending(r, s, done(r), hung=r in hung, killed=r in killed and r not in hung)
+        for r, s in enumerate(statuses)
+    ]
+    if any(not e.done for e in endings):
+        judged = _verdict_of_ending(folder, endings, args, time.monotonic() - started)
+        status = judged if judged is not None else status
+    shutil.rmtree(folder, ignore_errors=True)
     print(f"\nconformance.launch: {summary} -> exit status {status}")
     return status
 

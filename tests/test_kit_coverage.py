@@ -21,8 +21,8 @@ FULL_CELLS = Axes().cells(Contract.FULL, devices=DEVICES)
 
 
 def test_the_full_contract_has_every_cell_of_the_four_axes() -> None:
-    assert len(FULL_CELLS) == 10 * len(PLACEMENTS) * len(MESHES) * len(LENGTHS) == 960
-    assert len(set(FULL_CELLS)) == 960
+    assert len(FULL_CELLS) == 10 * len(PLACEMENTS) * len(MESHES) * len(LENGTHS) == 1120
+    assert len(set(FULL_CELLS)) == 1120
 
 
 def test_mesh_kinds_that_need_more_devices_leave_the_cells_on_fewer() -> None:

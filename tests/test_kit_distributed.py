@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -112,3 +113,37 @@ def test_a_deadlock_on_one_process_ends_the_run_failing_without_hanging() -> Non
     assert (
         subprocess.run(["pgrep", "-f", "process_0_only.py"], capture_output=True).returncode == 1
     )  # no orphans
+
+
+def test_a_process_that_aborts_outside_a_call_still_gives_the_table_and_the_reports(tmp_path) -> None:
+    report = tmp_path / "report.md"
+    done, _ = launch(
+        "--impl",
+        "tests/distributed/abort_on_process_1.py:pjit_double",
+        "--check",
+        "values.float32",
+        "--conformance-report",
+        str(report),
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-4000:]
+    assert "process 1 of 2 ended" in done.stdout and "SIGABRT" in done.stdout
+    assert "| `values.float32` | crashed |" in done.stdout  # the table, with the check named
+    assert "rerun:    python -m conformance.launch --processes 2" in done.stdout
+    assert "conformance: NOT CONFORMING" in done.stdout
+    assert "`values.float32` | crashed" in report.read_text()
+    data = json.loads(report.with_suffix(".json").read_text())
+    assert data["verdict"]["status"] == "not conforming"
+    assert [c["status"] for c in data["checks"] if c["id"] == "values.float32"] == ["crashed"]
+
+
+def test_an_input_moved_through_the_host_is_caught_across_processes() -> None:
+    done, _ = launch(
+        "--impl",
+        "tests/distributed/through_the_host.py:pjit_double",
+        "--check",
+        "values.float32",
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stdout[-4000:]
+    assert "spans non-addressable" in done.stdout  # np.asarray of an array no process holds whole

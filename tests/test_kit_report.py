@@ -83,12 +83,12 @@ def test_reference_conforms_and_the_report_follows_its_schema(tmp_path: Path) ->
     assert all(f"| `{check_id}` | passed |" in markdown for check_id in CHECKS)
     # The coverage table: every cell of every check's domain judged, in Markdown and JSON.
     coverage = {c["id"]: c["coverage"] for c in report["checks"]}
-    assert coverage["values.all-dtypes"]["cells"] == coverage["jit.shardings"]["cells"] == 960
+    assert coverage["values.all-dtypes"]["cells"] == coverage["jit.shardings"]["cells"] == 1120
     assert coverage["layout.default-device"]["cells"] == 240 and coverage["values.float32"]["cells"] == 96
     for check_id, cells in coverage.items():
         assert cells["unvisited"] == [], check_id
         assert len(cells["inputs"]) >= cells["cells"] and sum(cells["inputs"].values()) >= cells["scheduled"]
-    assert "| `hygiene.input-intact` | 960 of 960 |" in markdown
+    assert "| `hygiene.input-intact` | 1120 of 1120 |" in markdown
     assert "Every cell of every check's domain was visited." in markdown
     assert isinstance(report["run"]["schedule_seed"], int)
 

@@ -312,7 +312,8 @@ def test_cases_reach_every_dtype_mesh_argument_and_placement(drawn_cases: list[C
     cases = drawn_cases
     assert {c.dtype for c in cases} == set(dtypes_in_domain(Contract.FULL, x64=False))
     assert {c.mesh_arg for c in cases} == {"omit", "none", "mesh"}
-    assert {c.placement[0] for c in cases} == {"uncommitted", "numpy", "device", "sharded", "target"}
+    placed = {c.placement[0] for c in cases}
+    assert placed == {"uncommitted", "numpy", "device", "sharded", "target", "memory"}
     assert {c.placement[1] for c in cases if c.placement[0] == "numpy" and len(c.placement) > 1} == set(
         NUMPY_FORMS
     )
@@ -343,7 +344,8 @@ def test_indivisible_cases_have_a_data_axis_that_does_not_divide_the_length(
 def test_placements_reach_every_kind() -> None:
     seen = collect(cst.placements(length=8), 100)
     kinds = {p[0] if p[0] != "sharded" else f"sharded-{p[2]}" for p in seen}
-    assert kinds == {"uncommitted", "numpy", "device", "sharded-split", "sharded-replicated", "target"}
+    every = {"uncommitted", "numpy", "device", "sharded-split", "sharded-replicated", "target", "memory"}
+    assert kinds == every
     assert {p[1] for p in seen if p[0] == "device"} == set(range(8))
     sharded = [p[1] for p in seen if p[0] == "sharded"]
     assert all(8 % len(ids) == 0 and len(set(ids)) == len(ids) for ids in sharded)

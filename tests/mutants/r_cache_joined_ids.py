@@ -27,12 +27,20 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> Any:
     if entry is None:
         target = Mesh(np.array(jax.devices()[:1]), ("data",)) if mesh is None else mesh
         s = NamedSharding(target, PartitionSpec("data"))
-        entry = _cache[key] = (jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s), s, int(target.shape["data"]))
+        entry = _cache[key] = (
+            jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s),
+            s,
+            int(target.shape["data"]),
+        )
     fn, s, size = entry
     if x.shape[0] % size:
         raise ValueError(f"length {x.shape[0]} is not divisible by {size}")
     if isinstance(x, np.ndarray) and not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
-    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and not x.sharding.is_equivalent_to(s, 1):
+    if (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and not x.sharding.is_equivalent_to(s, 1)
+    ):
         x = jax.device_put(x, s)
     return fn(x)

@@ -22,7 +22,11 @@ def _for_mesh(mesh: Mesh | None) -> tuple[Any, NamedSharding, int]:
     if entry is None:
         target = Mesh(np.array(jax.devices()[:1]), ("data",)) if mesh is None else mesh
         s = NamedSharding(target, PartitionSpec("data"))
-        entry = _cache[mesh] = (jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s), s, int(target.shape["data"]))
+        entry = _cache[mesh] = (
+            jax.jit(lambda v: v * 2, in_shardings=s, out_shardings=s),
+            s,
+            int(target.shape["data"]),
+        )
     return entry
 
 

@@ -33,6 +33,10 @@ def pjit_double(x: Any, *, mesh: Mesh | None = None) -> Any:
         raise ValueError(f"length {x.shape[0]} is not divisible by {size}")
     if isinstance(x, np.ndarray) and not x.dtype.isnative:
         x = x.astype(x.dtype.newbyteorder("="))
-    if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer) and not x.sharding.is_equivalent_to(s, 1):
+    if (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and not x.sharding.is_equivalent_to(s, 1)
+    ):
         x = jax.device_put(x, s)
     return fn(x)

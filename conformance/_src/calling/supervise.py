@@ -281,6 +281,61 @@ def kill_tree(pid: int) -> None:
             os.kill(victim, signal.SIGKILL)
 
 
+def crash_verdict(
+    check_id: str,
+    entry: dict[str, Any],
+    returncode: int | None,
+    hung: bool,
+    fault: str | None,
+    timeout: float,
+    *,
+    process: str = "the process running the implementation",
+    after: str = "the remaining checks ran in a fresh process",
+) -> CheckVerdict:
+    """The verdict of ``check_id``, whose process ended (``returncode``) or was ended as ``hung``.
+
+    ``entry`` is the process's call log (``CallLog``), ``fault`` faulthandler's report of a fatal
+    signal.  One-process supervision and ``conformance.launch`` both give a crashed check this one.
+    """
+    in_call = "deadline" in entry and entry.get("check") == check_id
+    if hung and in_call:
+        lines = [
+            f"[{check_id}] the call did not return",
+            f"  input:    {entry['input']}",
+            f"  expected: a result within --call-timeout={timeout:g} s",
+            f"  got:      still running after {timeout:g} s; the kit ended {process} ({after})",
+            "  hint:     does it wait for something that never comes (a lock, a queue, a collective "
+            "that other devices never join), or block in C code? raise --call-timeout if it is only slow",
+            f"  rerun:    {entry['rerun']}",
+        ]
+        return CheckVerdict(check_id, status=Status.FAILED, message="\n".join(lines))
+    how = describe_exit(returncode)
+    where = (
+        f"during a call of the implementation\n  input:    {entry['input']}"
+        if in_call
+        else "outside a call of the implementation (while the kit judged a result, or at exit)"
+    )
+    hint = next((h for name, h in _HINTS.items() if name in how), None)
+    crashed_in = where_it_crashed(fault) if fault else None
+    if crashed_in and in_call:
+        where += f"\n  where:    {crashed_in}"
+    if returncode is not None and returncode >= 0:
+        hint = (
+            "something called os._exit() or sys.exit() from a thread, or a library ended the "
+            "process; an implementation must return or raise"
+        )
+    lines = [
+        f"[{check_id}] {process} ended {where}",
+        "  expected: the call returns or raises, and the process goes on",
+        f"  got:      the process ended: {how} ({after})",
+    ]
+    if hint:
+        lines.append(f"  hint:     {hint}")
+    if in_call:
+        lines.append(f"  rerun:    {entry['rerun']}")
+    return CheckVerdict(check_id, status=Status.CRASHED, message="\n".join(lines))
+
+
 @dataclass
 class Supervisor:
     """The controller's side: the state folder, the watchdog, the crash verdicts."""
@@ -359,47 +414,10 @@ class Supervisor:
         worker_id = node.gateway.id
         entry = self.hung.get(worker_id) or self._read(worker_id)
         returncode = internals.worker_returncode(node, wait=5.0)
-        in_call = "deadline" in entry and entry.get("check") == check_id
-        if worker_id in self.hung and in_call:
-            lines = [
-                f"[{check_id}] the call did not return",
-                f"  input:    {entry['input']}",
-                f"  expected: a result within --call-timeout={self.timeout:g} s",
-                f"  got:      still running after {self.timeout:g} s; the kit ended the process running it "
-                f"(the remaining checks ran in a fresh one)",
-                "  hint:     does it wait for something that never comes (a lock, a queue, a collective "
-                "that other devices never join), or block in C code? raise --call-timeout if it is only slow",
-                f"  rerun:    {entry['rerun']}",
-            ]
-            status = Status.FAILED
-        else:
-            how = describe_exit(returncode)
-            where = (
-                f"during a call of the implementation\n  input:    {entry['input']}"
-                if in_call
-                else "outside a call of the implementation (while the kit judged a result, or at exit)"
-            )
-            hint = next((h for name, h in _HINTS.items() if name in how), None)
-            with contextlib.suppress(OSError):
-                crashed_in = where_it_crashed((self.state_dir / f"{worker_id}.fault").read_text())
-                if crashed_in and in_call:
-                    where += f"\n  where:    {crashed_in}"
-            if returncode is not None and returncode >= 0:
-                hint = (
-                    "something called os._exit() or sys.exit() from a thread, or a library ended the "
-                    "process; an implementation must return or raise"
-                )
-            lines = [
-                f"[{check_id}] the process running the implementation ended {where}",
-                "  expected: the call returns or raises, and the process goes on",
-                f"  got:      the process ended: {how} (the remaining checks ran in a fresh process)",
-            ]
-            if hint:
-                lines.append(f"  hint:     {hint}")
-            if in_call:
-                lines.append(f"  rerun:    {entry['rerun']}")
-            status = Status.CRASHED
-        return CheckVerdict(check_id, status=status, message="\n".join(lines))
+        fault = None
+        with contextlib.suppress(OSError):
+            fault = (self.state_dir / f"{worker_id}.fault").read_text()
+        return crash_verdict(check_id, entry, returncode, worker_id in self.hung, fault, self.timeout)
 
     def remember_crashed_gate(self, verdict: CheckVerdict) -> None:
         path = self.state_dir / "crashed-gates.json"

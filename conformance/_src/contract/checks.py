@@ -1028,7 +1028,6 @@ def state_histories(kit: Any, token: str | None) -> None:
         planned = history.planned(
             contract=kit.contract,
             x64=bool(jax.config.read("jax_enable_x64")),
-            placements=("target",) if jax.process_count() > 1 else None,
             seed=kit.schedule.seed,
         )
         for steps in planned:  # depth on one key, ids that join alike: every run, not by chance

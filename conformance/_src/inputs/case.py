@@ -18,7 +18,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 MeshArg = Literal["omit", "none", "mesh"]
 
@@ -151,18 +151,8 @@ def make_mesh(ids: list[int], shape: tuple[int, ...], axis_names: tuple[str, ...
 
 def make_input(case: Case) -> Any:
     """The ``x`` to pass: fresh each time, so one call cannot spoil another."""
-    if jax.process_count() > 1:
-        # Across processes only global arrays can enter a computation: every
-        # process builds its own shards of the same values, in the target layout.
-        from conformance._src.contract.terms import data_axis_size, target_sharding
-
-        values = case.values
-        sharding = target_sharding(case.mesh)
-        if case.n % data_axis_size(case.mesh):  # no such layout: replicate over every device
-            sharding = NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec())
-        return jax.make_array_from_callback(  # copies: see below
-            values.shape, sharding, lambda index: values[index].copy(), dtype=values.dtype
-        )
+    if jax.process_count() > 1:  # every placement class, as each process can hold it
+        return _global_input(case)
     # A copy each time: on CPU, device_put may make the host array's memory
     # the device buffer itself, and the case's values are kept and shared by
     # later checks (pool.py), so no call may get hold of them.  And not
@@ -192,6 +182,83 @@ def make_input(case: Case) -> Any:
     mesh = make_mesh(ids, (len(ids),), ("p",))
     spec = PartitionSpec("p") if case.placement[2] == "split" else PartitionSpec()
     return jax.device_put(host, NamedSharding(mesh, spec))
+
+
+# -- inputs across processes ---------------------------------------------------------
+def _global_input(case: Case) -> Any:
+    """``make_input``'s ``x`` in a multi-process run: every placement class, as each process holds it.
+
+    NumPy (every form) and uncommitted arrays are what every process passes alike: the same
+    values, whole, on the host or on its own default device.  A committed input is a global
+    array where JAX can move it across processes (the target's own device set: in the target
+    layout, committed to the one device of a one-device target, or laid out over the target's
+    devices in another order or replicated -- the "elsewhere" an implementation must move,
+    and which ``np.asarray`` cannot read whole on any process); otherwise each process commits
+    its whole copy to one of its own devices (JAX moves no array between devices of different
+    processes that is not over the target's devices).  Each copies the case's values.
+    """
+    from conformance._src.contract.terms import data_axis_size, target_sharding
+
+    values = case.values
+    kind = case.placement[0]
+    if kind == "numpy":
+        return numpy_form(values.copy(), case.placement[1] if len(case.placement) > 1 else "")
+    target = target_sharding(case.mesh)
+    ids = [int(d.id) for d in target.mesh.devices.flat]
+    if kind == "uncommitted":
+        if len(ids) == 1 and target.mesh.devices.flat[0].process_index != jax.process_index():
+            # JAX 0.10.2's jit, given an uncommitted array for a one-device layout on another
+            # process's device, can end the process (SIGSEGV) on the second call: the array
+            # committed to that device instead, the one input JAX can move there.
+            return _global_array(values, SingleDeviceSharding(target.mesh.devices.flat[0]))
+        return jax.device_put(values.copy())
+    if case.n % data_axis_size(case.mesh):  # no target layout: replicated over every device
+        return _global_array(values, NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec()))
+    if kind == "target":
+        return _global_array(values, target)
+    if kind == "memory":
+        memory, where = case.placement[1], case.placement[2]
+        if where == "target":
+            return _global_array(values, target.with_memory_kind(memory))
+        return jax.device_put(values.copy(), SingleDeviceSharding(_own(int(where)), memory_kind=memory))
+    if kind == "device":
+        if ids == [int(case.placement[1])]:
+            return _global_array(values, SingleDeviceSharding(target.mesh.devices.flat[0]))
+        return jax.device_put(values.copy(), _own(int(case.placement[1])))
+    if {d.process_index for d in target.mesh.devices.flat} != set(range(jax.process_count())):
+        # JAX moves an array between layouts of devices some process lacks by aborting there
+        # (0.10.2): each process's whole copy, committed to its own device in the placement's place.
+        return jax.device_put(values.copy(), _own(int(case.placement[1][0])))
+    # "sharded": over the target's devices, those the placement names first, in its order
+    named = [i for i in case.placement[1] if i in ids]
+    order = named + [i for i in ids if i not in named]
+    if order == ids and case.placement[2] == "split":
+        order = order[1:] + order[:1]  # never the target layout itself
+    by_id = {int(d.id): d for d in jax.devices()}
+    split = case.placement[2] == "split" and case.n % len(order) == 0
+    mesh = Mesh(np.array([by_id[i] for i in order]), ("p",))
+    return _global_array(values, NamedSharding(mesh, PartitionSpec("p") if split else PartitionSpec()))
+
+
+def _global_array(values: np.ndarray, sharding: Any) -> jax.Array:
+    """The global array of ``values`` in ``sharding``: each process makes its own shards (copies)."""
+    return jax.make_array_from_callback(
+        values.shape, sharding, lambda index: values[index].copy(), dtype=values.dtype
+    )
+
+
+def _own(device_id: int) -> Any:
+    """The device ``device_id`` if this process has it, else this process's device in its place."""
+    local = jax.local_devices()
+    mine = {int(d.id): d for d in local}
+    if device_id in mine:
+        return mine[device_id]
+    theirs = [int(d.id) for d in jax.devices() if d.process_index == _process_of(device_id)]
+    return local[sorted(theirs).index(device_id) % len(local)]
+
+
+def _process_of(device_id: int) -> int:
+    return next(int(d.process_index) for d in jax.devices() if int(d.id) == device_id)
 
 
 def may_refuse(case: Case, error: BaseException) -> bool:

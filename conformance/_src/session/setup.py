@@ -260,6 +260,12 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         schedule=Schedule(schedule_seed(config), contract),
         selected=frozenset(config.getoption("--check")) or None,
     )
+    if call_log is None and cluster is not None:
+        from conformance._src.calling.distributed import state_dir
+
+        folder = state_dir()  # conformance.launch watches this process: it reads the call log
+        if folder is not None:
+            call_log = supervise.CallLog(folder / f"process-{cluster.process_id}.json")
     if call_log is not None:
         call_log.catch_fatal_errors()
         kit.runner.call_log, kit.runner.watch_timeout = call_log, timeout

@@ -11,6 +11,7 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -92,7 +93,27 @@ def shorten_failure(item: pytest.Item, call: pytest.CallInfo[None], report: pyte
 def check_started(nodeid: str, location: Any) -> None:
     report = controller_report()
     if report is not None and "test_check[" in nodeid:
-        report.started(nodeid.rpartition("[")[2].rstrip("]"))
+        check = nodeid.rpartition("[")[2].rstrip("]")
+        report.started(check)
+        kit = CONFIG["config"].stash.get(KIT_KEY, None)
+        if kit is not None and kit.cluster is not None and kit.runner.call_log is not None:
+            kit.runner.call_log.end(check)  # this check runs now: no earlier call of it is in flight
+        _leave_for_launcher(report)
+
+
+def _leave_for_launcher(report: Any) -> None:
+    """In a job that ``conformance.launch`` watches, the Report so far, for the verdict of an ending."""
+    from conformance._src.calling.distributed import save_report, state_dir
+
+    config = CONFIG["config"]
+    kit = config.stash.get(KIT_KEY, None)
+    folder = state_dir()
+    if folder is None or kit is None or kit.cluster is None:
+        return
+    path = config.getoption("--conformance-report")
+    if path:
+        path = os.path.join(str(config.invocation_params.dir), path)
+    save_report(folder, kit.cluster.process_id, report, path, config.getoption("--call-timeout"))
 
 
 def collect(report: pytest.TestReport) -> None:
@@ -105,6 +126,7 @@ def collect(report: pytest.TestReport) -> None:
         return
     config = CONFIG["config"]
     run_report.add(with_xfail(verdict, config.stash.get(XFAIL_KEY, {})))
+    _leave_for_launcher(run_report)
     _show_root_cause_once(report, verdict, run_report)
 
 
@@ -161,18 +183,23 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
     kit = config.stash.get(KIT_KEY, None)
     if kit is not None and kit.cluster is not None and kit.cluster.process_id != 0:
         return  # process 0 speaks for the cluster
-    from conformance._src.reporting import report as reporting
-
     if report.duration < 0:
         report.duration += time.perf_counter()
     terminalreporter.section("pjit_double conformance")
-    terminalreporter.write(reporting.markdown(report))
-    terminalreporter.write_line("timing: " + reporting.timing_summary(report))
-    path = config.getoption("--conformance-report")
+    write_summary(report, config.getoption("--conformance-report"), terminalreporter.write_line)
+
+
+def write_summary(report: Any, path: str | None, line: Callable[[str], Any]) -> None:
+    """The table, the timing line, the report files and the headline, a ``line`` each
+    (pytest's terminal summary, and ``conformance.launch``'s for a job that ended early)."""
+    from conformance._src.reporting import report as reporting
+
+    line(reporting.markdown(report).rstrip("\n"))
+    line("timing: " + reporting.timing_summary(report))
     if path:
         for written in reporting.write(report, path):
-            terminalreporter.write_line(f"report written to {written}")
-    terminalreporter.write_line(f"conformance: {reporting.headline(report)}")
+            line(f"report written to {written}")
+    line(f"conformance: {reporting.headline(report)}")
 
 
 def set_exit_status(session: pytest.Session) -> None:
@@ -190,6 +217,13 @@ def set_exit_status(session: pytest.Session) -> None:
 
 
 def unconfigure(config: pytest.Config) -> None:
+    kit = config.stash.get(KIT_KEY, None)
+    if kit is not None and kit.cluster is not None:
+        from conformance._src.calling.distributed import mark_done, state_dir
+
+        folder = state_dir()
+        if folder is not None:
+            mark_done(folder, kit.cluster.process_id)
     supervisor = config.stash.get(SUPERVISOR_KEY, None)
     if supervisor is not None:
         supervisor.stop()
