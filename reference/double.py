@@ -107,7 +107,7 @@ def _call(
             np.zeros((0,), np.asarray(x).dtype if not isinstance(x, jax.Array) else x.dtype), sharding
         )
     if not isinstance(x, jax.Array):  # NumPy, or anything array-like: straight to the target layout
-        return fn(jax.device_put(np.asarray(x), sharding))
+        return fn(_placed(np.asarray(x), sharding))
     _ARRAY_TYPES.add(type(x))  # later calls with this class take the cheap tests in pjit_double
     if one_device and not x.committed:
         # An uncommitted array lives on one device (JAX commits every array it splits),
@@ -127,4 +127,13 @@ def _call(
     on_cpu = x.is_fully_addressable and all(
         getattr(d, "platform", "") == "cpu" for d in x.sharding.device_set
     )
-    return fn(jax.device_put(np.asarray(x) if on_cpu else x, sharding))
+    return fn(_placed(np.asarray(x), sharding) if on_cpu else jax.device_put(x, sharding))
+
+
+def _placed(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """``host`` (the same values in every process) in ``sharding``.  Across processes each makes
+    its own shards: ``device_put`` would first check that every process passed the same values,
+    with ``==``, which NaN fails (a JAX bug, conformance/_src/contract/jax_bugs.py)."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(host, sharding)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index], dtype=host.dtype)

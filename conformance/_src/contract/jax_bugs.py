@@ -36,14 +36,14 @@ def _text(version: tuple[int, ...]) -> str:
 class KnownBug:
     id: str
     what: str  # what JAX does wrong, in one sentence
-    fixed_in: tuple[int, ...]
+    fixed_in: tuple[int, ...] | None  # None: in every release so far
     message: str  # a fragment of the exception's message
     error: type[BaseException]
     hits: Callable[[Case], bool]  # whether an input is one the bug hits (on a JAX that has it)
 
     def present(self) -> bool:
         """Whether the installed JAX has the bug."""
-        return jax_version() < self.fixed_in
+        return self.fixed_in is None or jax_version() < self.fixed_in
 
     def raised(self, error: BaseException | None) -> bool:
         return isinstance(error, self.error) and self.message in str(error)
@@ -52,7 +52,8 @@ class KnownBug:
         """The bug, the installed JAX and the fix: ``jax.jit raises ... (JAX 0.7.0; fixed in 0.9.1)``."""
         import jax
 
-        return f"{self.what} (a bug of JAX {jax.__version__}, fixed in JAX {_text(self.fixed_in)})"
+        fixed = "not fixed yet" if self.fixed_in is None else f"fixed in JAX {_text(self.fixed_in)}"
+        return f"{self.what} (a bug of JAX {jax.__version__}, {fixed})"
 
 
 EMPTY_SPLIT = KnownBug(
@@ -67,7 +68,35 @@ EMPTY_SPLIT = KnownBug(
     hits=lambda case: case.n == 0 and data_axis_size(case.mesh) > 1,
 )
 
-KNOWN_BUGS = (EMPTY_SPLIT,)
+
+def _nan_for_every_process(case: Case) -> bool:
+    import jax
+    import numpy as np
+
+    from conformance._src.contract.terms import target_sharding
+
+    if jax.process_count() < 2 or case.placement[0] not in ("numpy", "uncommitted"):
+        return False
+    if case.dtype.kind not in "fc" or not np.isnan(case.values).any():
+        return False
+    processes = {getattr(d, "process_index", 0) for d in target_sharding(case.mesh).device_set}
+    return len(processes) == jax.process_count()
+
+
+NAN_ACROSS_PROCESSES = KnownBug(
+    id="jax-device-put-nan-across-processes",
+    what=(
+        "jax.device_put of a host or uncommitted array holding NaN to a sharding over every "
+        "process's devices raises AssertionError ('... is not the same on each process'): its "
+        "check that every process passed the same values compares with ==, and NaN != NaN"
+    ),
+    fixed_in=None,
+    message="is not the same on each process",
+    error=AssertionError,
+    hits=_nan_for_every_process,
+)
+
+KNOWN_BUGS = (EMPTY_SPLIT, NAN_ACROSS_PROCESSES)
 
 
 @cache
