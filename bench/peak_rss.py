@@ -2,9 +2,11 @@
 
     python bench/peak_rss.py [--impl SPEC ...] [--kill-above-gb 8] [-- extra pytest args]
 
-Runs ``python -m pytest conformance -p no:xdist --impl SPEC`` in a fresh
-process for each SPEC (default: the hostile ``tests/hostile/huge_result.py``,
-whose every result is 10**8 elements, and the reference) and prints, per run,
+Runs ``python -m pytest conformance --impl SPEC`` (a default run: one
+supervised worker) in a fresh process for each SPEC (default: the hostile
+``tests/hostile/huge_result.py``, whose every result is 10**8 elements,
+``tests/hostile/huge_from_five.py``, 400 MB results from 5 elements on, and
+the reference) and prints, per run,
 the exit status, the wall time and the peak RSS of the process tree: the
 largest resident set of any of its processes (``getrusage(RUSAGE_CHILDREN)``,
 measured in a grandchild per run so that runs do not share a maximum) and the
@@ -26,7 +28,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_IMPLS = ("tests/hostile/huge_result.py:pjit_double", "reference:pjit_double")
+DEFAULT_IMPLS = (
+    "tests/hostile/huge_result.py:pjit_double",
+    "tests/hostile/huge_from_five.py:pjit_double",
+    "reference:pjit_double",
+)
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -112,7 +118,7 @@ def main() -> int:
         return 0
     status = 0
     for spec in args.impl or DEFAULT_IMPLS:
-        argv = [sys.executable, "-m", "pytest", "conformance", "-p", "no:xdist", "-q", "--impl", spec]
+        argv = [sys.executable, "-m", "pytest", "conformance", "-p", "no:cacheprovider", "-q", "--impl", spec]
         argv += args.pytest_args
         # A child per run, so that RUSAGE_CHILDREN is this run's maximum alone.
         out = subprocess.run(

@@ -1,17 +1,33 @@
-"""Mutation score of the conformance kit: does it kill every mutant and pass every alternate?
+"""Mutation score of the conformance kit: does it kill every mutant and pass every alternate, and how often?
 
-    python tests/mutation_score.py [--profile default|ci|thorough] [-j 2] [--only NAME] [NAME ...]
+    python tests/mutation_score.py [--profile default|ci|thorough] [--runs N] [-j 2] [NAME ...]
 
-Runs the FULL conformance suite (no --check) once per module in
+Runs the FULL conformance suite (no --check) on each module of
 tests/mutants/ (deliberately broken implementations, each of which must fail
-at least one check) and tests/alternates/ (correct implementations written
-differently, which must pass), and prints one line per module: killed or not,
-the checks that failed, and how many Hypothesis examples the first failing
-check took to fail ('-' where the run wrote no report).  Mutants run without
-shrinking (tests/hypothesis_fast_fail.py; ``--shrink`` to shrink), so that
-count is the examples it took to find one.  Then ``killed N / M`` and
-``false failures on alternates: K / L``.  The exit status is 0 only when
-every mutant is killed and no alternate fails.
+every check its ``KILLED_BY`` names) and tests/alternates/ (correct
+implementations written differently, which must pass), ``--runs N`` times
+each (default 1), every run a fresh process with fresh draws: no
+``--hypothesis-seed`` is given, so the default and thorough profiles draw new
+examples and a new covering schedule each run (the report's ``schedule_seed``;
+the ci profile is derandomized, so ``--runs`` above 1 is refused with it), and
+each run has an empty Hypothesis storage directory of its own, so no run
+replays examples another run saved.  Mutants run without shrinking
+(tests/hypothesis_fast_fail.py; ``--shrink`` to shrink): a failing check stops
+at its first failing example, and every check runs (no gate is failed by
+a mutant that lists other checks), so every check of ``KILLED_BY`` is judged
+in every run.
+
+It prints one line per run: the verdict (``killed``; ``killed*`` when a check
+of its ``KILLED_BY`` did not fail, named after ``KILLED_BY missed:``;
+``SURVIVED``; for alternates ``ok`` or ``FAILED``), the examples the first
+failing check took, the time, the schedule seed and the checks that failed.
+With ``--runs N`` above 1 it then prints, per mutant, ``killed k/N`` with the
+rate and, per check of ``KILLED_BY``, in how many of the N runs it failed; per
+alternate ``false failures k/N`` and the checks that failed.  Last the totals:
+mutants killed (in every run), ``KILLED_BY`` claims verified (the check failed
+in every run), and alternates that failed.  The exit status is 0 only when
+every mutant is killed in every run with every check of its ``KILLED_BY``
+failing, and no alternate fails in any run.
 
 Every verdict is read from the run's JSON report (``--conformance-report``),
 never from its terminal output: a mutant is killed when some check's status
@@ -19,8 +35,9 @@ is "failed" or "crashed"; an alternate fails when some check's is, or when
 its run does not end with exit status 0.
 
 A mutant module defines ``pjit_double``, a one-line docstring naming its
-defect and ``KILLED_BY = ("check.id", ...)``: the checks that name the
-defect, the primary one first.  Optional: ``CALL_TIMEOUT`` (seconds, for
+defect and ``KILLED_BY = ("check.id", ...)``: the checks that catch the
+defect, the primary one first.  Optional: ``DEVICES`` (the ``--devices`` its
+defect needs), ``CALL_TIMEOUT`` (seconds, for
 mutants that hang).  An alternate may list ``INCONCLUSIVE = ("check.id",)``:
 checks that may find it inconclusive (skipped), but never failed.
 
@@ -32,10 +49,12 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +83,7 @@ class Subject:
     killed_by: tuple[str, ...] = ()
     inconclusive: tuple[str, ...] = ()
     call_timeout: float | None = None
+    devices: int | None = None  # DEVICES: the --devices the defect needs (ids of two digits: 12+)
 
     @property
     def spec(self) -> str:
@@ -96,6 +116,7 @@ def discover(kind: str) -> list[Subject]:
                 killed_by=tuple(_constant(tree, "KILLED_BY") or ()),  # type: ignore[arg-type]
                 inconclusive=tuple(_constant(tree, "INCONCLUSIVE") or ()),  # type: ignore[arg-type]
                 call_timeout=float(timeout) if isinstance(timeout, (int, float)) else None,
+                devices=devices if isinstance(devices := _constant(tree, "DEVICES"), int) else None,
             )
         )
     return found
@@ -142,6 +163,16 @@ class Run:
         return bool(self.failed)
 
     @property
+    def missed(self) -> list[str]:
+        """For a mutant: the checks of its KILLED_BY that did not fail or crash in this run."""
+        return [c for c in self.subject.killed_by if self.statuses.get(c) not in BROKEN]
+
+    @property
+    def schedule_seed(self) -> int | None:
+        """The covering schedule's seed the run drew (None without a report)."""
+        return self.report["run"].get("schedule_seed") if self.report is not None else None
+
+    @property
     def false_failure(self) -> bool:
         """For an alternate: some check failed or crashed, or the run did not pass."""
         return bool(self.failed) or self.returncode != 0
@@ -182,6 +213,8 @@ def command(
         cmd += ["--check", check_id]
     if subject.call_timeout is not None:
         cmd += ["--call-timeout", f"{subject.call_timeout:g}"]
+    if subject.devices is not None:
+        cmd += ["--devices", str(subject.devices)]
     if report is not None:
         cmd += [REPORT_OPTION, str(report)]
     if in_process:
@@ -191,8 +224,14 @@ def command(
     return cmd
 
 
-def _environment() -> dict[str, str]:
-    return child_env()  # Hypothesis would pick its own CI settings; the profile is chosen explicitly
+def _environment(storage: Path | None = None) -> dict[str, str]:
+    """The child's environment (Hypothesis would pick its own CI settings; the profile is chosen
+    explicitly), with ``storage`` as its Hypothesis directory: an empty example database, so that
+    no run replays what an earlier run saved under the same check."""
+    env = child_env()
+    if storage is not None:
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(storage)
+    return env
 
 
 def run_conformance(
@@ -214,8 +253,15 @@ def run_conformance(
             returncode, output = server.run(argv[3:], RUN_TIMEOUT)  # past ``python -m pytest``
         else:
             try:
+                storage = Path(tmp) / "hypothesis"
+                os.makedirs(storage)
                 done = subprocess.run(
-                    argv, cwd=ROOT, env=_environment(), capture_output=True, text=True, timeout=RUN_TIMEOUT
+                    argv,
+                    cwd=ROOT,
+                    env=_environment(storage),
+                    capture_output=True,
+                    text=True,
+                    timeout=RUN_TIMEOUT,
                 )
                 returncode, output = done.returncode, done.stdout + done.stderr
             except subprocess.TimeoutExpired as exc:
@@ -233,19 +279,46 @@ def run_conformance(
 # The table
 
 
-def _line(run: Run) -> str:
+def _line(run: Run, label: str = "") -> str:
     subject = run.subject
     failed = run.failed
+    missed = ""
     if subject.kind == "mutants":
         verdict = "killed" if run.killed else "SURVIVED"
-        if run.killed and subject.killed_by and subject.killed_by[0] not in failed:
-            verdict = "killed*"  # killed, but not by its primary check
+        if run.killed and run.missed:
+            verdict = "killed*"  # killed, but some check of its KILLED_BY did not fail
+            missed = f"  (KILLED_BY missed: {', '.join(run.missed)})"
     else:
         verdict = "FAILED" if run.false_failure else "ok"
     first = failed[0] if failed else None
     examples = str(run.examples[first]) if first in run.examples else "-"
     checks = ", ".join(failed) if failed else "-"
-    return f"{subject.name:<30} {verdict:<9} {examples:>8} {run.seconds:6.1f}s  {checks}"
+    seed = "-" if run.schedule_seed is None else str(run.schedule_seed)
+    name = subject.name + label
+    return f"{name:<36} {verdict:<9} {examples:>8} {run.seconds:6.1f}s {seed:>10}  {checks}{missed}"
+
+
+def _rate(k: int, n: int) -> str:
+    return f"{k}/{n} ({100 * k / n:.0f}%)"
+
+
+def _rates(subject: Subject, runs: list[Run]) -> str:
+    """One subject's line over its runs: a mutant's kill rate and each KILLED_BY check's, or an
+    alternate's false failures."""
+    n = len(runs)
+    seconds = sum(r.seconds for r in runs) / n
+    if subject.kind == "mutants":
+        per_check = ", ".join(
+            f"{c} {sum(r.statuses.get(c) in BROKEN for r in runs)}/{n}" for c in subject.killed_by
+        )
+        others = Counter(c for r in runs for c in r.failed if c not in subject.killed_by)
+        also = f"; also failed: {', '.join(f'{c} {k}/{n}' for c, k in others.items())}" if others else ""
+        said = f"killed {_rate(sum(r.killed for r in runs), n)}"
+        return f"{subject.name:<36} {said:<20} {seconds:6.1f}s  KILLED_BY: {per_check}{also}"
+    failed = Counter(c for r in runs for c in r.failed)
+    which = ", ".join(f"{c} {k}/{n}" for c, k in failed.items()) or "-"
+    said = f"false failures {sum(r.false_failure for r in runs)}/{n}"
+    return f"{subject.name:<36} {said:<20} {seconds:6.1f}s  failed: {which}"
 
 
 def _explain(run: Run) -> str:
@@ -256,6 +329,13 @@ def _explain(run: Run) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=PROFILES, default="default")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="fresh unseeded runs per mutant and alternate (default 1); prints kill and false-failure rates",
+    )
     parser.add_argument("-j", "--jobs", type=int, default=2, help="concurrent runs (default 2)")
     parser.add_argument(
         "--shrink",
@@ -278,6 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("names", nargs="*", help="only these mutants/alternates (default: all)")
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.runs > 1 and args.profile == "ci":
+        parser.error(
+            "the ci profile is derandomized: every run draws the same; --runs needs default or thorough"
+        )
 
     subjects = discover("mutants") + discover("alternates")
     names = [*args.names, *args.only]
@@ -286,43 +372,69 @@ def main(argv: list[str] | None = None) -> int:
         missing = set(names) - {s.name for s in subjects}
         if missing:
             parser.error(f"no mutant or alternate called {', '.join(sorted(missing))}")
+    n = args.runs
     print(
-        f"profile {args.profile}: {len(subjects)} runs of the full suite, {args.jobs} at a time", flush=True
+        f"profile {args.profile}: {len(subjects) * n} runs of the full suite ({n} per module, fresh draws), "
+        f"{args.jobs} at a time",
+        flush=True,
     )
-    print(f"{'name':<30} {'verdict':<9} {'examples':>8} {'time':>7}  failed checks", flush=True)
+    print(
+        f"{'name':<36} {'verdict':<9} {'examples':>8} {'time':>7} {'schedule':>10}  failed checks", flush=True
+    )
     start = time.perf_counter()
-    runs: dict[str, Run] = {}
+    runs: dict[Subject, list[Run]] = {s: [] for s in subjects}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         fast_fail = False if args.shrink else None
-        futures = {pool.submit(run_conformance, s, args.profile, (), fast_fail): s for s in subjects}
+        futures = {
+            pool.submit(run_conformance, s, args.profile, (), fast_fail): (s, i)
+            for i in range(n)
+            for s in subjects
+        }
         for future in concurrent.futures.as_completed(futures):
             run = future.result()
-            runs[run.subject.kind + "/" + run.subject.name] = run
-            print(_line(run), flush=True)
+            runs[run.subject].append(run)
+            print(_line(run, f" #{futures[future][1] + 1}" if n > 1 else ""), flush=True)
 
-    mutants = [r for r in runs.values() if r.subject.kind == "mutants"]
-    alternates = [r for r in runs.values() if r.subject.kind == "alternates"]
-    killed = [r for r in mutants if r.killed]
-    survivors = [r for r in mutants if not r.killed]
-    false_failures = [r for r in alternates if r.false_failure]
-    off_target = [r for r in killed if r.subject.killed_by and r.subject.killed_by[0] not in r.failed]
+    mutants = {s: r for s, r in runs.items() if s.kind == "mutants"}
+    alternates = {s: r for s, r in runs.items() if s.kind == "alternates"}
+    survivors = [s for s, r in mutants.items() if not all(run.killed for run in r)]
+    unverified = {
+        (s.name, c): sum(run.statuses.get(c) not in BROKEN for run in r)
+        for s, r in mutants.items()
+        for c in s.killed_by
+        if any(run.statuses.get(c) not in BROKEN for run in r)
+    }
+    false_failures = [s for s, r in alternates.items() if any(run.false_failure for run in r)]
     print()
+    if n > 1:
+        print(f"over {n} fresh runs each ({args.profile} profile, no --hypothesis-seed):")
+        for subject in subjects:
+            print(_rates(subject, runs[subject]))
+        seeds = {run.schedule_seed for r in runs.values() for run in r} - {None}
+        print(f"schedule seeds: {len(seeds)} distinct in {sum(len(r) for r in runs.values())} runs")
+        print()
     if survivors:
-        print("survivors: " + ", ".join(sorted(r.subject.name for r in survivors)))
-    if off_target:
+        print(f"survivors (in some run): {', '.join(sorted(s.name for s in survivors))}")
+    if unverified:
         print(
-            "killed, but not by their primary check (*): "
-            + ", ".join(f"{r.subject.name} ({r.subject.killed_by[0]})" for r in off_target)
+            "KILLED_BY checks that did not fail (runs missed): "
+            + ", ".join(f"{name}: {check} ({k}/{n})" for (name, check), k in sorted(unverified.items()))
         )
     if false_failures:
-        print("failing alternates: " + ", ".join(sorted(r.subject.name for r in false_failures)))
+        print(f"failing alternates (in some run): {', '.join(sorted(s.name for s in false_failures))}")
     if args.verbose:
-        for run in survivors + false_failures:
-            print(_explain(run))
-    print(f"killed {len(killed)} / {len(mutants)}")
+        for subject in survivors + false_failures:
+            for run in runs[subject]:
+                if (subject.kind == "mutants" and not run.killed) or (
+                    subject.kind == "alternates" and run.false_failure
+                ):
+                    print(_explain(run))
+    claims = sum(len(s.killed_by) for s in mutants)
+    print(f"killed {len(mutants) - len(survivors)} / {len(mutants)}" + (f" in all {n} runs" if n > 1 else ""))
+    print(f"KILLED_BY claims verified: {claims - len(unverified)} / {claims}")
     print(f"false failures on alternates: {len(false_failures)} / {len(alternates)}")
     print(f"profile {args.profile}, {time.perf_counter() - start:.0f} s wall")
-    return 0 if not survivors and not false_failures else 1
+    return 0 if not survivors and not false_failures and not unverified else 1
 
 
 if __name__ == "__main__":

@@ -196,3 +196,77 @@ def test_a_dropped_result_is_judged_again_with_the_same_verdict() -> None:
     assert "wrong shape" in kept[0][0][0] and "shape (72,)" in kept[0][0][3]
     assert kept[1:] == (1, 1, 0)  # one call, shared by the three checks
     assert dropped[1:] == (3, 3, 2)  # one call per check: every result was dropped
+
+
+def test_the_shared_pass_holds_one_call_over_the_budget_until_it_is_judged() -> None:
+    """In the shared pass every check judges the same call: one call per input, whatever its
+    size, and at most one result over the budget alive (dropped before the next call)."""
+    import gc
+    import weakref
+
+    pool = Pool(budget=10_000)
+    made, sized = _sized_call(20_000)
+    alive: list[weakref.ref[Any]] = []
+
+    def call(case: Case) -> tuple[Any, Outcome]:
+        gc.collect()
+        assert all(ref() is None for ref in alive), "a held result outlived the next call"
+        x, outcome = sized(case)
+        alive.append(weakref.ref(outcome.result))
+        return x, outcome
+
+    other = Case(np.arange(8, dtype=np.float32) + 1)
+    pool.hold()
+    first = pool.observe(BASE, call)
+    again = pool.observe(BASE, call)  # the next check of the pass: the same call
+    assert len(made) == 1 and again[2] and again[1] is first[1] and pool.is_kept(BASE)
+    assert pool.kept_bytes == 0  # held, not counted in the budget's calls
+    del first, again
+    pool.observe(other, call)  # another input: the held call is dropped before it is made
+    assert not pool.is_kept(BASE) and pool.is_kept(other)
+    pool.drop_held()  # every check judged it
+    gc.collect()
+    assert not pool.is_kept(other) and all(ref() is None for ref in alive)
+    pool.observe(other, call)
+    pool.release()  # the pass is over: nothing held, and nothing over the budget held again
+    assert not pool.is_kept(other)
+    pool.observe(other, call)
+    assert not pool.is_kept(other) and (len(made), pool.recalls) == (4, 2)
+
+
+def test_a_failure_kept_by_hypothesis_does_not_keep_the_result_it_judged() -> None:
+    """Hypothesis keeps every failing example's exception until its search ends, and a
+    traceback keeps its frames' locals: by the next call, the frames are cleared."""
+    import gc
+    import weakref
+
+    from conformance._src.calling.calls import Runner
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import CheckFailure
+    from conformance._src.contract.terms import Contract
+    from conformance._src.running.kit import Kit
+
+    def huge(x: Any, *, mesh: Any = None) -> Any:
+        return np.ones(2**20, np.float32)  # 4 MiB, the wrong shape
+
+    kit = Kit(huge, "huge", Contract.SEED, 8, Runner(timeout=60))
+    kit.check_id = "result.type"
+    kept: list[BaseException] = []  # what Hypothesis's example cache holds
+    results: list[weakref.ref[Any]] = []
+
+    def step(case: Case) -> None:
+        _, result = kit.result(case)
+        results.append(weakref.ref(result))
+        kit.fail("the result has the wrong shape", case, expected="shape (8,)", got=f"shape {result.shape}")
+
+    for i in range(3):
+        try:
+            step(Case(np.arange(8, dtype=np.float32) + i))
+        except CheckFailure as failure:
+            kept.append(failure)
+    gc.collect()
+    assert [ref() is None for ref in results] == [True, True, False]  # the last: not yet a call since
+    kit.call(BASE)
+    gc.collect()
+    assert all(ref() is None for ref in results)
+    assert all(isinstance(f.__traceback__, object) and "wrong shape" in str(f) for f in kept)

@@ -10,19 +10,84 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+import _pytest
+import hypothesis
+import pluggy
 import pytest
+import xdist
 
+import conformance
 from tests.kit_process import ROOT, child_env, run_kit, run_kit_report, statuses, verdict
 
 # Two checks behind the gates: the second shows that a fresh process ran it.
 SUBSET = ("--check", "call.smoke", "--check", "result.type", "--check", "values.float32")
+
+
+def _package_paths(*packages: object) -> re.Pattern[str]:
+    """A path to a Python file of one of these installed packages, however pytest or a traceback
+    writes it: absolute, relative to the repository, or as ``site-packages/<name>/...``."""
+    forms = []
+    for package in packages:
+        folder = Path(package.__file__).resolve().parent  # type: ignore[attr-defined]
+        forms += [re.escape(str(folder)), re.escape(f"{folder.parent.name}/{folder.name}")]
+        if folder.is_relative_to(ROOT):  # pytest writes paths under its rootdir relative to it
+            forms.append(r"(?<![\w.-])" + re.escape(folder.relative_to(ROOT).as_posix()))
+    return re.compile("(?:" + "|".join(forms) + r")/[\w./-]*\.py")
+
+
+# The kit's own package (conformance/, conformance/_src/...) and the machinery it runs on.
+KIT_FILES = _package_paths(conformance, hypothesis, _pytest, pluggy, xdist)
+# What a traceback or Hypothesis's notes look like, whoever's frames they show.
+TRACEBACK_LINES = re.compile(
+    r"Traceback \(most recent call last\)|^\s*File \"|^\S+\.py:\d+: |^[E>] |"
+    r"Falsifying example|reproduce_failure|Trying example|You can add @seed|^\s*\| "
+)
+
+
+def failure_block(stdout: str) -> list[str]:
+    """The lines of pytest's FAILURES section, without its per-test title lines (``____ name ____``)
+    and pytest-xdist's ``[gw0] linux -- Python ...`` line."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.fullmatch(r"=+ FAILURES =+", line)) + 1
+    block = []
+    for line in lines[start:]:
+        if re.fullmatch(r"=+ .* =+", line):
+            break
+        if re.fullmatch(r"_+ .* _+", line) or re.match(r"\[gw\d+\] \S+ -- Python ", line):
+            continue
+        block.append(line)
+    return block
+
+
+def kit_frames(block: list[str]) -> list[str]:
+    """The lines of a failure block that show a frame or a file of the kit, of pytest or of Hypothesis,
+    or a traceback at all: the README promises the person reads the kit's message, not those."""
+    return [line for line in block if KIT_FILES.search(line) or TRACEBACK_LINES.search(line)]
+
+
+def test_kit_frames_finds_a_frame_of_the_kit() -> None:
+    """The detector itself, on the README's block and on the tracebacks it must catch."""
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("### Reading a failure", 1)[1].split("```", 2)[1].splitlines()[2:]
+    assert example and not kit_frames(example), kit_frames(example)
+    kit_file = Path(conformance.__file__).resolve().parent / "_src" / "running" / "kit.py"
+    for frame in (
+        f"{kit_file.relative_to(ROOT).as_posix()}:330: in run_check",  # pytest, --tb=long
+        f'  File "{kit_file}", line 330, in run_check',  # Python's traceback
+        f"  where:    tests/hostile/segfault.py, line 10, in pjit_double <- {kit_file}, line 144, in observe",
+        f"{Path(hypothesis.__file__).resolve().parent / 'core.py'}:1200: in run",
+        "Falsifying example: test_check(",
+    ):
+        assert kit_frames([*example, frame]) == [frame], frame
 
 
 def _left_behind(mark: str) -> list[int]:
@@ -74,8 +139,10 @@ def test_a_hostile_call_fails_its_check_and_the_next_runs_in_a_fresh_process(
     assert says in message and "rerun:" in message and "input:" in message, message
     assert "**pjit_double conformance: NOT CONFORMING" in done.stdout
     assert f"| `result.type` | {status} |" in done.stdout
-    # The failure block is what the person reads, not the kit's frames.
-    assert "conformance/kit.py" not in done.stdout.split("= FAILURES =")[-1].split("= pjit_double")[0]
+    # The failure block is what the person reads, not the kit's frames (README, "Reading a failure").
+    block = failure_block(done.stdout)
+    assert any(line.startswith("[result.type] ") for line in block), "\n".join(block)
+    assert not kit_frames(block), "\n".join(["frames of the kit in the failure block:", *kit_frames(block)])
     assert not _left_behind(mark)
     print(f"{hostile}: {elapsed:.1f} s")
 
@@ -183,6 +250,52 @@ def test_a_huge_wrong_result_fails_without_exhausting_memory(tmp_path: Path) -> 
     report = json.loads((tmp_path / "r.json").read_text())
     assert verdict(report) == "not conforming"
     assert statuses(report)["result.type"] == statuses(report)["values.float32"] == "failed"
+    assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**10:.0f} MiB"
+
+
+def _huge_run(tmp_path: Path, size: int) -> tuple[int, int, dict[str, Any]]:
+    """A default run on tests/hostile/huge_from_five.py with results of ``size`` bytes: its exit
+    status, the peak RSS of its processes (KiB) and its JSON report."""
+    measure = (
+        "import resource, subprocess, sys; "
+        "done = subprocess.run(sys.argv[1:]); "
+        "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+    )
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance", "-q"]
+    argv += ["--impl", "tests/hostile/huge_from_five.py:pjit_double"]
+    argv += ["--conformance-report", str(tmp_path / "r.json")]
+    env = child_env(KIT_HOSTILE_BYTES=str(size))
+    done = subprocess.run(
+        [sys.executable, "-c", measure, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
+    returncode, peak_kib = map(int, done.stdout.strip().splitlines()[-1].split())
+    assert returncode == 1, done.stdout[-3000:]
+    return returncode, peak_kib, json.loads((tmp_path / "r.json").read_text())
+
+
+@pytest.mark.slow
+def test_results_are_judged_and_dropped_across_a_whole_default_run(tmp_path: Path) -> None:
+    """Issue 27 (7), below the runaway bound: 40 MB results for vectors of 5 elements or more,
+    through every check of a default run.  Results kept across checks (a failure's frames held
+    by Hypothesis, one call per check in the shared pass) took such runs past 4 GB; judged and
+    dropped, no process of it passes 2 GB, and the wrong shape is still named."""
+    _, peak_kib, report = _huge_run(tmp_path, 40_000_000)
+    assert verdict(report) == "not conforming"
+    assert statuses(report)["result.type"] == "failed"
+    assert statuses(report)["dtype.preserved"] == "passed"  # right below 5 elements, right dtype above
+    assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**10:.0f} MiB"
+
+
+def test_a_result_far_larger_than_its_input_ends_the_calls(tmp_path: Path) -> None:
+    """Past 64 MiB and 16x its input, a result fails its check and the implementation is not
+    called again (as after a hang): the run ends at once, in bounded memory, with a verdict."""
+    _, peak_kib, report = _huge_run(tmp_path, 80_000_000)
+    assert verdict(report) == "not conforming"
+    found = statuses(report)
+    assert found["call.smoke"] == "failed", found
+    message = next(c["message"] for c in report["checks"] if c["id"] == "call.smoke")
+    assert "the result is far larger than the input" in message and "76 MiB" in message, message
+    assert {s for c, s in found.items() if c != "call.smoke"} <= {"not run", "failed"}, found
     assert peak_kib < 2 * 2**20, f"peak RSS {peak_kib / 2**10:.0f} MiB"
 
 

@@ -49,6 +49,18 @@ def finished(result: Any) -> Any:
     return jax.block_until_ready(result)
 
 
+# A result over this many bytes, and over RUNAWAY_FACTOR times its input's, ends the session's calls
+# (Kit._call): a right result has exactly its input's bytes, and a run must stay in bounded memory
+# and time whatever the implementation returns.
+RUNAWAY_BYTES = 64 * 2**20
+RUNAWAY_FACTOR = 16
+
+
+def result_bytes(result: Any) -> int:
+    """The bytes of every array in ``result`` (a pytree), globally."""
+    return sum(int(getattr(leaf, "nbytes", 0) or 0) for leaf in jax.tree_util.tree_leaves(result))
+
+
 class ImplementationHung(BaseException):
     """A call did not return within --call-timeout.
 
@@ -116,8 +128,7 @@ class Runner:
         """Run ``fn`` on the worker; raise ImplementationHung past the timeout."""
         if self.hung is not None:
             raise ImplementationHung(
-                f"not called: the implementation hung earlier in this session ({self.hung}) "
-                f"and is not called again"
+                f"not called: earlier in this session, {self.hung}; the implementation is not called again"
             )
         if self._thread is None:
             self._thread = threading.Thread(target=self._serve, name="conformance-impl", daemon=True)

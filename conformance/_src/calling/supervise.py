@@ -211,7 +211,7 @@ def where_it_crashed(fault_text: str) -> str | None:
     """The innermost frames of the crashed thread that are not the kit's, from faulthandler's report."""
     blocks = [b for b in fault_text.split("\n\n") if "most recent call first" in b]
     frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', blocks[0] if blocks else "")
-    kit_dir = str(Path(__file__).resolve().parent)
+    kit_dir = str(Path(__file__).resolve().parents[2])  # the whole conformance package, not calling/ alone
     mine = []
     for filename, line, function in frames:  # innermost first
         if filename.startswith(kit_dir) or "threading.py" in filename:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -22,7 +23,15 @@ from typing import Any, NoReturn
 import pytest
 
 from conformance._src import selftest
-from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
+from conformance._src.calling.calls import (
+    RUNAWAY_BYTES,
+    RUNAWAY_FACTOR,
+    ImplementationHung,
+    Outcome,
+    Runner,
+    finished,
+    result_bytes,
+)
 from conformance._src.calling.distributed import FAILED, HUNG, OK, Cluster
 from conformance._src.contract import jax_bugs
 from conformance._src.contract.catalogue import (
@@ -82,6 +91,7 @@ class Kit:
     _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
     history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
+    _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
     # -- calling the implementation ------------------------------------------------
     def call(
@@ -104,6 +114,7 @@ class Kit:
         return x, outcome
 
     def _call(self, case: Case, x: Any, *, watch_jit: bool) -> tuple[Any, Outcome]:
+        self._clear_raised()
         if x is None:
             x = make_input(case)
         kwargs = case.mesh_kwargs()
@@ -117,19 +128,46 @@ class Kit:
                 )
                 if outcome.error is None:
                     outcome.result, outcome.jit_chain, outcome.executions = outcome.result
-                return x, outcome
-            return x, self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
+            else:
+                outcome = self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
         except ImplementationHung as hung:
+            stopped = str(hung).startswith("not called:")  # an earlier call ended the session's calls
             try:
                 self.fail(
-                    "the call did not return",
+                    "the implementation is not called again in this run"
+                    if stopped
+                    else "the call did not return",
                     case,
                     expected=f"a result within {self.runner.timeout:g} s",
                     got=str(hung),
-                    hint="raise --call-timeout if it is only slow",
+                    hint="the check that stopped the calls says why"
+                    if stopped
+                    else "raise --call-timeout if it is only slow",
                 )
             except CheckFailure as failure:
                 raise ImplementationHung(str(failure)) from None
+        size = result_bytes(outcome.result) if outcome.error is None else 0
+        if size > max(RUNAWAY_BYTES, RUNAWAY_FACTOR * case.values.nbytes):
+            self._runaway(case, size)
+        return x, outcome
+
+    def _runaway(self, case: Case, size: int) -> None:
+        """A result far larger than its input: this check fails, and the implementation is not
+        called again in the session (as after a hang), so the run ends in bounded memory and time."""
+        got = f"a result of {size / 2**20:.0f} MiB for an input of {case.values.nbytes} bytes"
+        self.runner.hung = f"{call_text(case)} returned {got}"
+        try:
+            self.fail(
+                "the result is far larger than the input",
+                case,
+                expected=f"a vector of shape ({case.n},) and dtype {case.dtype}: {case.values.nbytes} bytes",
+                got=got,
+                hint="return the doubled input itself, shape (n,); after a result over "
+                f"{RUNAWAY_BYTES // 2**20} MiB and {RUNAWAY_FACTOR}x its input's bytes, "
+                "the kit calls the implementation no more in this run",
+            )
+        except CheckFailure as failure:
+            raise ImplementationHung(str(failure)) from None
 
     @property
     def call_timeout(self) -> float:
@@ -151,11 +189,24 @@ class Kit:
         self.fail("the call raised an exception", case, expected="a result", got=text, hint=hint)
 
     # -- failures ------------------------------------------------------------------
+    def _clear_raised(self) -> None:
+        """Clear the finished frames of the failures raised so far (before each call).
+
+        Hypothesis keeps every failing example's exception until its search ends
+        (state.histories: hundreds), and a traceback keeps its frames' locals:
+        the results they judged, of any size.  By the next call, a failure has
+        left the frames it was raised through; the traceback keeps them without
+        their locals (``Kit._step`` does the same for the examples it runs).
+        """
+        for failure in list(self._raised):
+            traceback.clear_frames(failure.__traceback__)
+        self._raised.clear()
+
     def fail(
         self, summary: str, case: Case | None, *, expected: str, got: str, hint: str | None = None
     ) -> NoReturn:
         history = self.history or None
-        raise CheckFailure(
+        failure = CheckFailure(
             messages.block(
                 self.check_id,
                 summary,
@@ -167,6 +218,8 @@ class Kit:
                 rerun=self.rerun_command(case),
             )
         )
+        self._raised.add(failure)
+        raise failure
 
     def rerun_command(self, case: Case | None) -> str:
         check = CHECKS[self.check_id]

@@ -28,6 +28,13 @@ optimisation, not a contract: a correct implementation's results are a few
 KiB and are never dropped in a default run; a wrong one returning 10**8
 elements costs a call per check instead of the run's memory.
 
+The shared pass is the exception: there every check judges the same call
+one after the other, so the pass holds its current call whatever its size
+(``hold``, at most one call beyond the budget) until every check has judged
+it, and drops it (``release``) before the next call: a result of 10**8
+elements costs one call per input, not one per check, and at most one such
+result is alive.
+
 A dropped result must give its memory back, too: ``return_large_blocks``
 makes glibc's malloc hand every block of 1 MiB or more straight back to the
 system when it is freed (left to itself, it raises that threshold up to
@@ -126,6 +133,8 @@ class Pool:
     _kept: OrderedDict[tuple[Any, ...], tuple[Any, Outcome, int]] = field(default_factory=OrderedDict)
     _called: set[tuple[Any, ...]] = field(default_factory=set)  # keys called at least once
     _keys: set[Any] = field(default_factory=set)
+    holding: bool = False  # True in the shared pass: a call over the budget is held until released
+    _held: tuple[tuple[Any, ...], Any, Outcome] | None = None  # that call, at most one
 
     def __post_init__(self) -> None:
         return_large_blocks()
@@ -137,6 +146,10 @@ class Pool:
         if hit is not None:
             self._kept.move_to_end(k)
             return hit[0], hit[1], True
+        held = self._held
+        if held is not None and held[0] == k:
+            return held[1], held[2], True
+        self._held = held = None  # dropped before the call: one result over the budget alive at a time
         x, outcome = call(case)
         self.calls += 1
         if k in self._called:
@@ -148,18 +161,37 @@ class Pool:
 
     def forget(self, case: Case) -> None:
         """Drop the kept call of ``case``, if any (the schedule's calls, once every check judged them)."""
-        dropped = self._kept.pop(key(case), None)
+        k = key(case)
+        dropped = self._kept.pop(k, None)
         if dropped is not None:
             self.kept_bytes -= dropped[2]
+        if self._held is not None and self._held[0] == k:
+            self._held = None
+
+    def hold(self) -> None:
+        """From now on, keep the latest call over the budget too (one at a time), until ``release``."""
+        self.holding = True
+
+    def drop_held(self) -> None:
+        """Drop the held call, if any (every check has judged it)."""
+        self._held = None
+
+    def release(self) -> None:
+        """Drop the held call, if any, and hold no more."""
+        self.holding, self._held = False, None
 
     def is_kept(self, case: Case) -> bool:
         """Whether a call of ``case`` is kept now (a check asking for it gets it without a call)."""
-        return key(case) in self._kept
+        k = key(case)
+        return k in self._kept or (self._held is not None and self._held[0] == k)
 
     def _keep(self, k: tuple[Any, ...], x: Any, outcome: Outcome) -> None:
         size = call_size(x, outcome)
         if size > self.budget:
-            return  # never kept: the check holding it drops it when done
+            # Never kept: the check holding it drops it when done.  Held in the shared pass.
+            if self.holding:
+                self._held = (k, x, outcome)
+            return
         self._kept[k] = (x, outcome, size)
         self.kept_bytes += size
         while self.kept_bytes > self.budget:

@@ -71,7 +71,9 @@ def run(kit: Kit) -> dict[str, Finding]:
     check comparing with the uncommitted call finds it kept.  Each
     check judges each call there and then; a check stops at its first
     failure.  The calls are dropped once judged, so a run keeps one
-    group's calls at a time however long the vectors are.
+    group's calls at a time however long the vectors are; a call whose
+    result is over the pool's budget is held only until every check has
+    judged it (pool.py: one call per input, one such result alive).
     """
     members = members_of(kit)
     findings = {c.id: Finding(CheckVerdict(c.id)) for c in members}
@@ -94,6 +96,7 @@ def run(kit: Kit) -> dict[str, Finding]:
     )
     previous = kit.check_id
     kit.in_schedule = True
+    kit.pool.hold()
     try:
         group: list[Case] = []
         log = kit.runner.call_log
@@ -121,6 +124,7 @@ def run(kit: Kit) -> dict[str, Finding]:
                     kit.judge(check, finding.record, case, finding.inconclusive)
                 except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
                     finding.failure = (case, cell, failure)
+            kit.pool.drop_held()  # every check has judged this call: a huge result goes now
         for done in group:
             kit.pool.forget(done)
         for k, case in kit.schedule.octave_cases():  # every octave of lengths: one call, judged by all
@@ -141,6 +145,7 @@ def run(kit: Kit) -> dict[str, Finding]:
                 finding.record.octaves[f"2^{k}"] = finding.record.octaves.get(f"2^{k}", 0) + 1
             kit.pool.forget(case)
     finally:
+        kit.pool.release()
         kit.check_id, kit.in_schedule = previous, False
     for c in members:
         record = findings[c.id].record
