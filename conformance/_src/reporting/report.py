@@ -378,8 +378,8 @@ def _histories(report: Report) -> list[str]:
             lines += ["", f"Histories of calls (`{r.id}`): {reached}."]
     octaves = [r for r in report.ordered() if r.octaves]
     if octaves:
-        judged = "; ".join(f"`{r.id}` {len(r.octaves)}" for r in octaves)
-        lines += ["", f"Lengths by octave, 2^4 to 2^20 (octaves judged): {judged}."]
+        judged = "; ".join(f"`{r.id}` {len(r.octaves)} of 16" for r in octaves)
+        lines += ["", f"Lengths by octave, between 2^4 and 2^20 (octaves judged): {judged}."]
     return lines
 
 
