@@ -75,6 +75,27 @@ def length_class(n: int) -> str:
     return "medium" if n <= MEDIUM_MAX else "long"
 
 
+def arrived_kind(x: object, case: Case) -> str:
+    """The placement class (``PLACEMENTS``) of the ``x`` that really reached the implementation,
+    read from ``x`` itself: across processes an input may be made otherwise than drawn
+    (case.make_input), and the coverage table says what arrived."""
+    if isinstance(x, np.ndarray):
+        return placement_kind(case.placement) if case.placement[0] == "numpy" else "numpy"
+    if not getattr(x, "committed", True):
+        return "uncommitted"
+    sharding = getattr(x, "sharding", None)
+    if sharding is None:
+        return "numpy"  # some other array-like
+    from conformance._src.contract.terms import target_sharding
+
+    default = next(iter(sharding.device_set)).default_memory().kind
+    if sharding.memory_kind not in (None, default):
+        return "memory"
+    if sharding.is_equivalent_to(target_sharding(case.mesh), 1):
+        return "target"
+    return "device" if len(sharding.device_set) == 1 else "elsewhere"
+
+
 def placement_kind(placement: Placement) -> str:
     kind = placement[0]
     if kind == "numpy":

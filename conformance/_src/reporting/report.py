@@ -19,6 +19,7 @@ from typing import Any
 
 import conformance
 from conformance._src.calling.devices import DEFAULT_DEVICES
+from conformance._src.inputs import coverage
 from conformance._src.reporting.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
 
 SCHEMA_VERSION = 1
@@ -44,6 +45,7 @@ class Report:
     backend: str | None = None
     device_kind: str | None = None
     process_count: int = 1
+    process_index: int = 0  # the process that wrote this report
     supervised: bool = False
     results: dict[str, CheckVerdict] = field(default_factory=dict)
     duration: float = 0.0
@@ -162,6 +164,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 },
                 "histories": dict(r.histories),
                 "octaves": dict(r.octaves),
+                "arrived": dict(r.arrived),
                 "left_out": list(r.left_out),
             }
             for r in every
@@ -376,6 +379,17 @@ def _histories(report: Report) -> list[str]:
         if r.histories:
             reached = ", ".join(f"{k} {v}" for k, v in r.histories.items())
             lines += ["", f"Histories of calls (`{r.id}`): {reached}."]
+    arrived: dict[str, int] = {}
+    for r in report.ordered():
+        for kind, count in r.arrived.items():
+            arrived[kind] = arrived.get(kind, 0) + count
+    if arrived:
+        where = f"process {report.process_index}" if report.process_count > 1 else "this run"
+        counts = ", ".join(f"{kind} {arrived.get(kind, 0)}" for kind in coverage.PLACEMENTS)
+        lines += [
+            "",
+            f"Placements of x that reached the implementation ({where}, read from x itself): {counts}.",
+        ]
     octaves = [r for r in report.ordered() if r.octaves]
     if octaves:
         judged = "; ".join(f"`{r.id}` {len(r.octaves)} of 16" for r in octaves)

@@ -102,6 +102,9 @@ class CheckVerdict:
     pairs: dict[str, list[int]] = field(default_factory=dict)
     # Histories of calls (history.py): what the search reached (histories, steps, revisits, ...).
     histories: dict[str, int] = field(default_factory=dict)
+    # The placement classes of the x's that really reached the implementation in this check's calls,
+    # in this process (coverage.arrived_kind): across processes an input may be made otherwise.
+    arrived: dict[str, int] = field(default_factory=dict)
     # Lengths by octave (schedule.Schedule.octave_cases): inputs judged per octave "2^k".
     octaves: dict[str, int] = field(default_factory=dict)
     # What of the check's domain this run did not judge, and why, one line each (too few devices for

@@ -117,6 +117,10 @@ class Kit:
         self._clear_raised()
         if x is None:
             x = make_input(case)
+        record = self.records.get(self.check_id)
+        if record is not None:  # what reached the implementation, read from x itself
+            kind = coverage.arrived_kind(x, case)
+            record.arrived[kind] = record.arrived.get(kind, 0) + 1
         kwargs = case.mesh_kwargs()
         impl = self.impl
         try:

@@ -275,3 +275,4 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         report = _new_report(config, request.spec, loader.module_version(impl), len(jax.devices()))
         report.backend, report.device_kind = found[0].platform, found[0].device_kind
         report.process_count = jax.process_count()  # in a cluster: every process's devices above
+        report.process_index = jax.process_index()
