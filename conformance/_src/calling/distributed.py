@@ -150,8 +150,7 @@ def launcher_verdict(
     """
     from conformance._src.calling.supervise import crash_verdict
     from conformance._src.reporting.report import Report
-    from conformance._src.reporting.verdict import CheckVerdict, Status
-    from conformance._src.session.verdicts import with_xfail
+    from conformance._src.reporting.verdict import CheckVerdict, Status, with_xfail
 
     died = [e for e in endings if not e.done and not e.killed]
     states = {}

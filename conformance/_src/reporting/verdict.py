@@ -125,6 +125,23 @@ class CheckVerdict:
         return cls(**values)
 
 
+def with_xfail(verdict: CheckVerdict, xfails: dict[str, str]) -> CheckVerdict:
+    """Apply --xfail-file: a listed failure is expected; a listed pass fails (the file must not go stale)."""
+    reason = xfails.get(verdict.id)
+    if reason is None:
+        return verdict
+    verdict.xfail_reason = reason
+    if verdict.status is Status.FAILED:
+        verdict.status = Status.XFAILED
+    elif verdict.status is Status.PASSED:
+        verdict.status = Status.FAILED
+        verdict.message = (
+            f"[{verdict.id}] passed, but --xfail-file lists it as expected to fail ({reason}); "
+            f"remove its line from the file"
+        )
+    return verdict
+
+
 def run_verdict(verdicts: list[CheckVerdict], expected: list[str]) -> RunVerdict:
     """The run's verdict from the checks' ``verdicts``; ``expected``: every check of the contract."""
     if any(v.status in BROKEN for v in verdicts):

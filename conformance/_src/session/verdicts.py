@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conformance._src.reporting.verdict import CheckVerdict, RunVerdict, Status
+from conformance._src.reporting.verdict import CheckVerdict, RunVerdict, Status, with_xfail
 from conformance._src.session.state import (
     CONFIG,
     KIT_KEY,
@@ -53,23 +53,6 @@ def verdict_of(report: pytest.TestReport) -> CheckVerdict | None:
         if name == VERDICT_PROPERTY and isinstance(value, dict):
             return CheckVerdict.from_dict(value)
     return None
-
-
-def with_xfail(verdict: CheckVerdict, xfails: dict[str, str]) -> CheckVerdict:
-    """Apply --xfail-file: a listed failure is expected; a listed pass fails (the file must not go stale)."""
-    reason = xfails.get(verdict.id)
-    if reason is None:
-        return verdict
-    verdict.xfail_reason = reason
-    if verdict.status is Status.FAILED:
-        verdict.status = Status.XFAILED
-    elif verdict.status is Status.PASSED:
-        verdict.status = Status.FAILED
-        verdict.message = (
-            f"[{verdict.id}] passed, but --xfail-file lists it as expected to fail ({reason}); "
-            f"remove its line from the file"
-        )
-    return verdict
 
 
 def shorten_failure(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
