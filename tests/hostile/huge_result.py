@@ -3,8 +3,8 @@
 Not a mutant (``tests/mutants/`` are small defects the kit must name); it is
 here to show that the kit's memory stays bounded whatever a result's size:
 ``python bench/peak_rss.py`` runs the suite on it and prints the peak RSS.
-The wrong shape must fail ``result.type`` (and the values checks) without
-the kit keeping, or copying, result after result.
+The first such result fails its check as far larger than its input, and the
+kit calls the implementation no more (SPEC, "Time"): the run ends at once.
 """
 
 from __future__ import annotations
