@@ -36,11 +36,18 @@ and compiles (``compile_allowed``): a call whose (shape, dtype, mesh) came
 earlier in the history compiles nothing of its own, whatever came in between.
 JAX's own caches are allowed exactly this, and no more: the programs JAX
 compiles to move ``x`` into a layout (``internals.JAX_MOVE_PROGRAMS``) are
-not counted, and jit compiles apart for a NumPy or uncommitted argument and
-for an argument committed to each sharding, so the first call of each such
-kind may compile.  Every other compile of a seen (shape, dtype, mesh) is the
-implementation's: a cache that evicted it, keyed on something that changed
-(the placement, the values, the object's id), or no cache at all.
+not counted, and each jitted function compiles apart for a NumPy or
+uncommitted argument and for an argument committed to each sharding, so the
+first call that gives one of the implementation's jitted functions (its own
+staging jit too) such a kind may compile that function.  Every other compile
+of a seen (shape, dtype, mesh) is the implementation's: a cache that evicted
+it, keyed on something that changed (the placement, the values, the object's
+id), or no cache at all.
+
+Before the search, every run makes the ``planned`` histories, for classes chance reaches too
+rarely: one key called ``DEPTH`` times in every placement kind (in a row, and between another
+key's calls), and, with 12 or more devices, two meshes whose device ids join alike without a
+separator (1, 10 and 11, 0).
 
 A failure prints the history, call by call, and a rerun command whose
 ``--case`` token (``case.encode_history``) replays exactly those calls
@@ -439,13 +446,13 @@ def search(
     loaded = settings.default  # the profile's phases where the kit sets none (no shrinking in mutant runs)
     given = options.get("phases", loaded.phases if loaded is not None else list(Phase))
     phases = [p for p in given if p is not Phase.explain]
-    budget = shrink_seconds
     options = {**options, "stateful_step_count": STEPS, "phases": phases}
-    with internals.shrink_budget(budget, SHRINK_STOPPED.format(seconds=budget)):  # each try replays a history
+    stopped = SHRINK_STOPPED.format(seconds=shrink_seconds)
+    with internals.shrink_budget(shrink_seconds, stopped):  # each try replays a history: compiles, not µs
         run_state_machine_as_test(machine, settings=settings(**options))
 
 
-def _deep_key_mesh(every: list[int]) -> Mesh | None:
+def _deep_key_mesh(every: list[int]) -> Mesh:
     """The second deep key's mesh: 2-D, 'data' second and of 2 devices, where 4 devices exist."""
     if len(every) >= 4:
         return make_mesh(every[:4], (2, 2), (OTHER_AXIS, DATA_AXIS))
@@ -467,7 +474,7 @@ def planned(
     rng = random.Random(f"planned/{seed}")
     dtypes = dtypes_in_domain(contract, x64=x64)
     every = [int(d.id) for d in jax.devices()]
-    kinds = [k for k in (placements or coverage.PLACEMENTS)]
+    kinds = list(placements or coverage.PLACEMENTS)
 
     def rounds(mesh: Mesh | None, dtype: np.dtype, n: int, mesh_arg: MeshArg) -> list[list[Case]]:
         made = []
@@ -478,7 +485,7 @@ def planned(
                         values_from(np.random.default_rng(rng.getrandbits(32)), dtype, n),
                         mesh,
                         mesh_arg,
-                        Schedule._placement(kind, n, mesh, rng),
+                        Schedule.placement(kind, n, mesh, rng),
                     )
                     for kind in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]  # each kind first in turn
                 ]
@@ -503,7 +510,7 @@ def planned(
             for k, mesh in enumerate(meshes):
                 kind = kinds[(2 * r + k) % len(kinds)]
                 values = values_from(np.random.default_rng(rng.getrandbits(32)), float32, 4)
-                turns.append(Case(values, mesh, "mesh", Schedule._placement(kind, 4, mesh, rng)))
+                turns.append(Case(values, mesh, "mesh", Schedule.placement(kind, 4, mesh, rng)))
         found.append(turns)
     return found
 

@@ -238,7 +238,7 @@ class Schedule:
                 dtype = np.dtype(jax.numpy.dtype(cell.dtype))
                 rng = np.random.default_rng(self._rng("values", *group).getrandbits(64))
                 self._values[group] = values_from(rng, dtype, n)
-            placement = self._placement(cell.placement, n, mesh, self._rng("placement", cell, divisible))
+            placement = self.placement(cell.placement, n, mesh, self._rng("placement", cell, divisible))
             self._cases[slot] = Case(self._values[group], mesh, mesh_arg, placement)
         return self._cases[slot]
 
@@ -262,7 +262,8 @@ class Schedule:
         return made
 
     @staticmethod
-    def _placement(kind: str, n: int, mesh: Mesh | None, rng: random.Random) -> Placement:
+    def placement(kind: str, n: int, mesh: Mesh | None, rng: random.Random) -> Placement:
+        """A placement of class ``kind`` (coverage.PLACEMENTS) for a vector of ``n`` on ``mesh``."""
         ids = [int(d.id) for d in jax.devices()]
         target = set(ids[:1]) if mesh is None else {int(d.id) for d in mesh.devices.flat}
         others = [i for i in ids if i not in target] or ids[::-1]
