@@ -94,6 +94,26 @@ def run(kit: Kit) -> dict[str, Finding]:
             cell,
         ),
     )
+
+    def judge_by_all(case: Case, cell: coverage.Cell) -> list[Check]:
+        """Every member still without a failure whose domain holds ``case`` judges it (one call,
+        shared); the checks that judged it, a failure now among them or not."""
+        judged = []
+        for check in members:
+            finding = findings[check.id]
+            assert check.domain is not None
+            if finding.failure is not None or cell not in cells_of[check.id]:
+                continue
+            if not check.domain.accepts(case, kit.contract):
+                continue
+            kit.check_id = check.id
+            judged.append(check)
+            try:
+                kit.judge(check, finding.record, case, finding.inconclusive)
+            except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
+                finding.failure = (case, cell, failure)
+        return judged
+
     previous = kit.check_id
     kit.in_schedule = True
     kit.pool.hold()
@@ -111,38 +131,16 @@ def run(kit: Kit) -> dict[str, Finding]:
                     kit.pool.forget(done)
                 group = []
             group.append(case)
-            for check in members:
-                finding = findings[check.id]
-                if finding.failure is not None or cell not in cells_of[check.id]:
-                    continue
-                assert check.domain is not None
-                if not check.domain.accepts(case, kit.contract):
-                    continue
-                kit.check_id = check.id
-                finding.record.scheduled += 1
-                try:
-                    kit.judge(check, finding.record, case, finding.inconclusive)
-                except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
-                    finding.failure = (case, cell, failure)
+            for check in judge_by_all(case, cell):
+                findings[check.id].record.scheduled += 1
             kit.pool.drop_held()  # every check has judged this call: a huge result goes now
         for done in group:
             kit.pool.forget(done)
         for k, case in kit.schedule.octave_cases():  # every octave of lengths: one call, judged by all
-            cell = coverage.cell_of(case)
-            for check in members:
-                finding = findings[check.id]
-                assert check.domain is not None
-                if finding.failure is not None or cell not in cells_of[check.id]:
-                    continue
-                if not check.domain.accepts(case, kit.contract):
-                    continue
-                kit.check_id = check.id
-                try:
-                    kit.judge(check, finding.record, case, finding.inconclusive)
-                except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
-                    finding.failure = (case, cell, failure)
-                    continue
-                finding.record.octaves[f"2^{k}"] = finding.record.octaves.get(f"2^{k}", 0) + 1
+            for check in judge_by_all(case, coverage.cell_of(case)):
+                if findings[check.id].failure is None:
+                    octaves = findings[check.id].record.octaves
+                    octaves[f"2^{k}"] = octaves.get(f"2^{k}", 0) + 1
             kit.pool.forget(case)
     finally:
         kit.pool.release()
