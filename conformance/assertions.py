@@ -21,11 +21,16 @@ The assertions:
   (any NaN matches any NaN; a zero of the same sign matches a subnormal);
 * ``assert_values_close(got, expected, *, rtol=None, atol=None, ...)`` --
   within ``atol + rtol * |expected|``, ``None`` being the dtype's default from
-  ``DEFAULT_TOLERANCES``; a failure names the worst element, its errors and
-  its distance in ulp;
+  ``DEFAULT_TOLERANCES``; ``rtol`` and ``atol`` may be arrays that broadcast
+  against the leaf (a bound per row) or pytrees of them; a failure names the
+  worst element, its errors, its distance in ulp and its own bound, which
+  shards hold wrong elements, and prints a small leaf whole;
 * ``assert_layout(result, target, *, shards=True, what="result")`` and
   ``assert_shards(result, target, *, what="result")`` -- the sharding, and
   every shard on its device with its index ranges;
+* ``assert_replicas_agree(x, *, what="x")`` -- every copy of every shard holds
+  the same bits (a ``shard_map`` with ``check_vma=False`` may return replicas
+  that differ);
 * ``assert_jit_shardings(fn, *args, in_shardings=..., out_shardings=...,
   **kwargs)`` -- the output really came out of a ``jax.jit`` given those
   shardings;
@@ -62,6 +67,7 @@ from conformance._src.library.assertions import (
     assert_input_intact,
     assert_jit_shardings,
     assert_layout,
+    assert_replicas_agree,
     assert_shards,
     assert_values_close,
     assert_values_equal,
@@ -76,6 +82,7 @@ __all__ = [
     "assert_input_intact",
     "assert_jit_shardings",
     "assert_layout",
+    "assert_replicas_agree",
     "assert_shards",
     "assert_values_close",
     "assert_values_equal",

@@ -22,7 +22,7 @@ from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from conformance._src import internals
 from conformance._src.contract import oracle
-from conformance._src.library import jit_probe, tolerance, trees
+from conformance._src.library import diagnosis, jit_probe, show, tolerance, trees
 
 DEFAULT_TOLERANCES = tolerance.DEFAULT_TOLERANCES
 
@@ -41,6 +41,7 @@ KINDS = (
     "memory-kind",
     "layout",
     "shards",
+    "replicas",  # assert_replicas_agree
     "outputs",  # assert_jit_shardings
     "not-jit",
     "jit-shardings",
@@ -65,12 +66,26 @@ class AssertionFailed(AssertionError):
     # Tracebacks name it where users import it from, not this private room.
     __module__ = "conformance.assertions"
 
-    def __init__(self, kind: str, summary: str, *, expected: str, got: str, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        summary: str,
+        *,
+        expected: str,
+        got: str,
+        hint: str | None = None,
+        whole: tuple[str, str] | None = None,
+    ) -> None:
         assert kind in KINDS, kind
         self.kind, self.summary, self.expected, self.got, self.hint = kind, summary, expected, got, hint
+        # A small leaf printed whole, (got, expected), as numpy.testing prints them; else None.
+        self.whole = whole
         lines = [summary, f"  expected: {expected}", f"  got:      {got}"]
         if hint:
             lines.append(f"  hint:     {hint}")
+        if whole is not None:
+            for name, text in (("got (whole)", whole[0]), ("expected (whole)", whole[1])):
+                lines.append(f"  {name}:".ljust(21) + text.replace("\n", "\n" + " " * 21))
         super().__init__("\n".join(lines))
 
 
@@ -158,6 +173,7 @@ def _judge_each(checks: list[tuple[str, Callable[[], None]]]) -> None:
         expected=first.expected,
         got=first.got,
         hint=first.hint,
+        whole=first.whole,
     )
 
 
@@ -185,14 +201,23 @@ def _pairs(got: Any, expected: Any, *, name: str, what: str) -> tuple[list[tuple
 # Values
 
 
+# A tolerance as given: a number for every element, an array that broadcasts against the leaf,
+# None (the dtype's default), or a pytree of those with the expected value's structure (or a
+# prefix of it; a dict may leave keys out: they get the default).
+Tolerance: TypeAlias = Any
+
+
 @dataclass(frozen=True)
 class _Tolerance:
-    """The tolerance asked for: None for the leaf's dtype default."""
+    """One leaf's tolerance: None for the leaf's dtype default, a float, or an array broadcasting
+    against the leaf; and where each came from (``rtol['y']``), for the message."""
 
-    rtol: float | None
-    atol: float | None
+    rtol: float | np.ndarray | None
+    atol: float | np.ndarray | None
+    rtol_from: str = "rtol"
+    atol_from: str = "atol"
 
-    def resolve(self, dtype: np.dtype) -> tuple[float, float, str]:
+    def resolve(self, dtype: np.dtype) -> tuple[tolerance.Bound, tolerance.Bound, str]:
         """rtol, atol, and where they come from (for the message)."""
         default = tolerance.default_tolerance(dtype)
         if default is None and (self.rtol is None or self.atol is None):
@@ -202,23 +227,49 @@ class _Tolerance:
         rtol = default if self.rtol is None else self.rtol
         atol = default if self.atol is None else self.atol
         assert rtol is not None and atol is not None
-        sources = [n for n, v in (("rtol", self.rtol), ("atol", self.atol)) if v is None]
-        source = (
-            "as given"
-            if not sources
-            else f"{dtype}'s defaults"
-            if len(sources) == 2
-            else f"{sources[0]}: {dtype}'s default"
+        defaults = [n for n, v in (("rtol", self.rtol), ("atol", self.atol)) if v is None]
+        parts = (
+            [f"{dtype}'s defaults"] if len(defaults) == 2 else [f"{n}: {dtype}'s default" for n in defaults]
         )
-        return rtol, atol, source
+        parts += [
+            f"{name} from {source}"
+            for name, value, source in (
+                ("rtol", self.rtol, self.rtol_from),
+                ("atol", self.atol, self.atol_from),
+            )
+            if value is not None and source != name
+        ]
+        return rtol, atol, "; ".join(parts) or "as given"
+
+
+def _leaf_rules(
+    rtol: Tolerance, atol: Tolerance, expected: Any, *, missing: float | None
+) -> list[_Tolerance | None]:
+    """One ``_Tolerance`` per leaf of ``expected`` (pytree order): ``rtol`` and ``atol`` given out
+    by ``trees.spread``, each checked against its leaf's shape (a ``TypeError`` naming it); a
+    value left out is ``missing``.  With ``missing`` 0 (``assert_values_equal``) a leaf whose
+    tolerances are both 0 gets None: bit for bit."""
+    leaves = jax.tree_util.tree_leaves(expected)
+    spread = {
+        name: trees.spread(value, expected, name=name, is_leaf=tolerance.is_bound_leaf)
+        for name, value in (("rtol", rtol), ("atol", atol))
+    }
+    rules: list[_Tolerance | None] = []
+    for leaf, (r_from, r), (a_from, a) in zip(leaves, spread["rtol"], spread["atol"], strict=True):
+        shape = tuple(np.shape(leaf))
+        r_, a_ = (tolerance.checked_bound(n, v, shape) for n, v in ((r_from, r), (a_from, a)))
+        rule = _Tolerance(missing if r_ is None else r_, missing if a_ is None else a_, r_from, a_from)
+        exact = missing == 0 and all(isinstance(v, float) and v == 0 for v in (rule.rtol, rule.atol))
+        rules.append(None if exact else rule)
+    return rules
 
 
 def assert_values_equal(
     got: PyTree,
     expected: PyTree,
     *,
-    rtol: float = 0.0,
-    atol: float = 0.0,
+    rtol: Tolerance = 0.0,
+    atol: Tolerance = 0.0,
     alternatives: Sequence[PyTree] = (),
     flush: bool = True,
     what: str = "result",
@@ -236,7 +287,9 @@ def assert_values_equal(
 
     Complex numbers match when both components match the same candidate.
     Works on every dtype: integers and booleans compare exactly.  Given an
-    ``rtol`` or ``atol`` other than 0 it is ``assert_values_close`` with them.
+    ``rtol`` or ``atol`` other than 0 it is ``assert_values_close`` with them
+    (in the forms ``assert_values_close`` takes; a leaf they leave out is
+    compared bit for bit).
 
     ``got`` and ``expected`` may be pytrees of one structure (a tuple is not
     a stacked array); each leaf is judged and a failure names its path
@@ -244,27 +297,21 @@ def assert_values_equal(
 
         assert_values_equal(params, {"w": (w0, w1), "b": b})
 
-    A failure's hint speaks of sharding only where the wrong elements line up
-    with the shards of ``got`` (they fill some shards while the others are
-    right, or lie on shard edges), naming those shards and their devices;
-    otherwise it speaks of arithmetic.
+    A failure says which shards of ``got`` hold the wrong elements and which
+    hold right ones, and the pattern they make (all scaled by a mesh axis's
+    size, offset, zero, on shard edges); a leaf of at most 100 elements is
+    printed whole, both arrays.
     """
     __tracebackhide__ = True
-    rtol_ = tolerance.checked("rtol", rtol)
-    atol_ = tolerance.checked("atol", atol)
-    rule = None if rtol_ == 0 and atol_ == 0 else _Tolerance(rtol_, atol_)
-    if trees.is_array(got) and trees.is_array(expected):
-        _compare_array(got, expected, alternatives, rule, flush, what)
-    else:
-        _compare_trees(got, expected, alternatives, rule, flush, what)
+    _compare(got, expected, alternatives, rtol, atol, flush, what, missing=0.0)
 
 
 def assert_values_close(
     got: PyTree,
     expected: PyTree,
     *,
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: Tolerance = None,
+    atol: Tolerance = None,
     alternatives: Sequence[PyTree] = (),
     flush: bool = True,
     what: str = "result",
@@ -273,35 +320,50 @@ def assert_values_close(
 
         |got - expected| <= atol + rtol * |expected|
 
-    ``None`` (the default) is the dtype's default, ``DEFAULT_TOLERANCES``
-    (float32: 1e-6; integers and booleans: 0, exact).  Any NaN matches any
-    NaN, an infinity only the same infinity; with ``flush`` a zero of the same
-    sign matches a subnormal.  Complex numbers compare on the modulus of the
-    difference (``|expected|`` its modulus); where a component is NaN or
-    infinite, component by component.  Each element may be close to
-    ``expected`` or to one of ``alternatives``.  Pytrees as in
-    ``assert_values_equal``.  A failure names how many elements are out, the
-    worst (the largest error for the error allowed) with its absolute and
-    relative error and its distance in ulp, and the tolerance used::
+    ``rtol`` and ``atol`` are each a number, an array that broadcasts
+    against the leaf (a bound per row of an ``(n, d)`` leaf has shape
+    ``(n, 1)``), ``None`` for the dtype's default (``DEFAULT_TOLERANCES``;
+    float32: 1e-6; integers and booleans: 0, exact), or a pytree of those
+    with the structure of ``expected`` or a prefix of it (a dict may leave
+    keys out: they get the default)::
+
+        assert_values_close(out, want, rtol={"y": row_bounds[:, None], "mean": 1e-5})
+
+    Any NaN matches any NaN, an infinity only the same infinity; with
+    ``flush`` a zero of the same sign matches a subnormal.  Complex numbers
+    compare on the modulus of the difference (``|expected|`` its modulus);
+    where a component is NaN or infinite, component by component.  Each
+    element may be close to ``expected`` or to one of ``alternatives``.
+    Pytrees as in ``assert_values_equal``.  A failure names the leaf, how
+    many elements are out, the worst (the largest error for the error
+    allowed) with its absolute and relative error, its distance in ulp and
+    its own bound; which shards hold wrong elements; a small leaf whole::
 
         assert_values_close(jax.nn.softmax(x), reference_softmax(x))
         assert_values_close(y, expected, rtol=1e-4)  # atol: the dtype's default
     """
     __tracebackhide__ = True
-    rule = _Tolerance(
-        tolerance.checked("rtol", rtol, allow_none=True), tolerance.checked("atol", atol, allow_none=True)
-    )
-    if trees.is_array(got) and trees.is_array(expected):
-        _compare_array(got, expected, alternatives, rule, flush, what)
-    else:
-        _compare_trees(got, expected, alternatives, rule, flush, what)
+    _compare(got, expected, alternatives, rtol, atol, flush, what, missing=None)
 
 
-def _compare_trees(
-    got: Any, expected: Any, alternatives: Sequence[Any], rule: _Tolerance | None, flush: bool, what: str
+def _compare(
+    got: Any,
+    expected: Any,
+    alternatives: Sequence[Any],
+    rtol: Tolerance,
+    atol: Tolerance,
+    flush: bool,
+    what: str,
+    *,
+    missing: float | None,
 ) -> None:
     __tracebackhide__ = True
+    if trees.is_array(got) and trees.is_array(expected):
+        (rule,) = _leaf_rules(rtol, atol, expected, missing=missing)
+        _compare_array(got, expected, alternatives, rule, flush, what)
+        return
     pairs, want_def = _pairs(got, expected, name="expected", what=what)
+    rules = _leaf_rules(rtol, atol, expected, missing=missing)
     others = []
     for k, alternative in enumerate(alternatives):
         leaves, treedef = jax.tree_util.tree_flatten(alternative)
@@ -311,7 +373,7 @@ def _compare_trees(
     _judge_each(
         [
             (label, partial(_compare_array, g, w, [o[i] for o in others], rule, flush, label))
-            for i, (label, g, w) in enumerate(pairs)
+            for i, ((label, g, w), rule) in enumerate(zip(pairs, rules, strict=True))
         ]
     )
 
@@ -358,8 +420,14 @@ def _compare_array(
         + (f" (the first at {_where(index)})" if index else ""),
         expected=f"{what}{_where(index)} = {shown}",
         got=f"{what}{_where(index)} = {_show(have[index])}",
-        hint=_sharding_hint(got, ~ok, what) or _exact_hint(have, want, ~ok),
+        hint=diagnosis.shard_diagnosis(got, have, want, ~ok, what) or diagnosis.exact_hint(have, want, ~ok),
+        whole=_whole(have, want),
     )
+
+
+def _whole(have: np.ndarray, want: np.ndarray) -> tuple[str, str] | None:
+    got_text, want_text = diagnosis.whole(have), diagnosis.whole(want)
+    return None if got_text is None or want_text is None else (got_text, want_text)
 
 
 def _numeric(dtype: np.dtype) -> bool:
@@ -373,6 +441,11 @@ def _show(value: Any) -> str:
     if _numeric(dtype):
         return oracle.show(value)
     return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _at(bound: tolerance.Bound, index: tuple[int, ...], shape: tuple[int, ...]) -> float:
+    """A tolerance's value at one element."""
+    return float(np.broadcast_to(np.asarray(bound, np.float64), shape)[index])
 
 
 def _compare_close(
@@ -402,172 +475,36 @@ def _compare_close(
     ulps = tolerance.ulp_distances(np.asarray(have[index]).reshape(1), np.asarray(w).reshape(1))
     shown = " or ".join(dict.fromkeys(_show(c[index]) for c in candidates))
     far = f", {tolerance.show_ulp(float(ulps[0]))}" if ulps is not None else ""
+    r_here, a_here = _at(rtol, index, have.shape), _at(atol, index, have.shape)
+    per_element = isinstance(rtol, np.ndarray) or isinstance(atol, np.ndarray)
+    own = "; this element's own" if per_element else ""
+    bound = f"its bound {float(verdict.allowed[index]):.3g} = atol + rtol * |expected|"
     raise AssertionFailed(
         "close",
         f"{int(bad.sum())} of {have.size} elements of the {what} are not within the tolerance"
         + (f" (the worst at {_where(index)})" if index else ""),
-        expected=f"{what}{_where(index)} = {shown}, within rtol={rtol:g}, atol={atol:g} ({source})",
+        expected=f"{what}{_where(index)} = {shown}, within rtol={r_here:g}, atol={a_here:g} "
+        f"({source}{own}), {bound}",
         got=f"{what}{_where(index)} = {_show(g)}: absolute error {error:.3g}, "
         f"relative error {relative:.3g}{far}",
-        hint=_sharding_hint(got, bad, what) or _close_hint(have, candidates, verdict, rtol, atol),
+        hint=diagnosis.shard_diagnosis(got, have, chosen, bad, what)
+        or diagnosis.close_hint(have, candidates, verdict, atol),
+        whole=_whole(have, candidates[0]),
     )
-
-
-# -- hints --------------------------------------------------------------------------------
-
-
-def _index(index: tuple[slice, ...], shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    return tuple(s.indices(n)[:2] for s, n in zip(index, shape, strict=False))
-
-
-def _block(ranges: tuple[tuple[int, int], ...]) -> str:
-    return "[" + ", ".join(f"{a}:{b}" for a, b in ranges) + "]"
-
-
-def _sharding_hint(got: Any, bad: np.ndarray, what: str) -> str | None:
-    """A hint about sharding, only where the wrong elements line up with the shards of ``got``:
-    they all lie on the first or last index of shards along a split dimension (an inner boundary
-    among them), or they fill some shards (at least half of each) while the others are right."""
-    if not isinstance(got, jax.Array) or got.ndim == 0 or bad.shape != got.shape:
-        return None
-    try:
-        shards = got.addressable_shards
-    except Exception:  # noqa: BLE001 -- a deleted or unusual array: no hint, never an error
-        return None
-    blocks: dict[tuple[tuple[int, int], ...], list[int]] = {}
-    for shard in shards:
-        blocks.setdefault(_index(shard.index, got.shape), []).append(int(shard.device.id))
-    if len(blocks) < 2:
-        return None
-    wrong = {}
-    for ranges in blocks:
-        region = bad[tuple(slice(a, b) for a, b in ranges)]
-        if region.any():
-            wrong[ranges] = (int(region.sum()), int(region.size))
-    if not wrong:
-        return None
-    points = np.argwhere(bad)
-    for dim in range(got.ndim):
-        spans = sorted({r[dim] for r in blocks})
-        if len(spans) < 2 or min(b - a for a, b in spans) < 3:
-            continue  # not split along dim, or every index is at a shard's edge
-        edges = {a for a, _ in spans} | {b - 1 for _, b in spans}
-        inner = edges - {0, got.shape[dim] - 1}
-        at = set(points[:, dim].tolist())
-        if len(points) >= 2 and at <= edges and at & inner:
-            return (
-                f"every wrong element lies on the first or last index of a shard along dimension "
-                f"{dim}, which the shards split at {', '.join(f'{a}:{b}' for a, b in spans)} (the wrong "
-                f"ones in the shards on devices {sorted({d for r in wrong for d in blocks[r]})}): look at "
-                "what crosses shard boundaries (a halo exchange, a shift or a roll, padding, an "
-                "off-by-one in a shard's range)"
-            )
-    if (
-        len(wrong) < len(blocks)
-        and max(size for _, size in wrong.values()) > 1
-        and all(2 * count >= size for count, size in wrong.values())
-    ):
-        listed = [f"{_block(r)} on device(s) {sorted(blocks[r])}" for r in sorted(wrong)]
-        named = ", ".join(listed[:4]) + (f" and {len(listed) - 4} more" if len(listed) > 4 else "")
-        return (
-            f"the wrong elements fill {len(wrong)} of the {len(blocks)} shards of the {what}, "
-            f"{named}, and every other shard is right: look at what those shards get differently "
-            "(a collective over the wrong axis or devices, their share of the input, padding of "
-            "the last shard)"
-        )
-    return None
-
-
-def _within(ulps: np.ndarray | None) -> float | None:
-    """The largest ulp distance of the wrong elements, if every one has a finite one."""
-    if ulps is None or not len(ulps) or not np.isfinite(ulps).all():
-        return None
-    return float(ulps.max())
-
-
-def _exact_hint(have: np.ndarray, want: np.ndarray, bad: np.ndarray) -> str:
-    if tolerance.is_integer(have.dtype) or have.dtype.kind == "b":
-        return (
-            "integers are compared exactly: look at overflow (integers wrap in their dtype), a "
-            "division or a cast that rounds, or the formula"
-        )
-    hint = (
-        "values are compared bit for bit (any NaN matches any NaN; a zero of the same sign "
-        "matches a subnormal): look at signs of zero, rounding through a narrower type, the "
-        "order of a sum, or the formula"
-    )
-    most = _within(tolerance.ulp_distances(have[bad], want[bad]))
-    default = tolerance.default_tolerance(have.dtype)
-    if most is not None and most <= tolerance.ROUNDING_ULP and default:
-        hint += (
-            f"; every differing element is within {int(most)} ulp, as rounding differences are: "
-            f"if they are acceptable here, compare with assert_values_close ({have.dtype}: "
-            f"rtol=atol={default:g})"
-        )
-    return hint
-
-
-def _round_up(x: float) -> float:
-    """``x`` rounded up to one significant digit."""
-    if x <= 0 or not math.isfinite(x):
-        return x
-    scale = 10.0 ** math.floor(math.log10(x))
-    return math.ceil(x / scale * (1 - 1e-12)) * scale
-
-
-def _close_hint(
-    have: np.ndarray, candidates: list[np.ndarray], verdict: tolerance.Verdict, rtol: float, atol: float
-) -> str:
-    bad = ~verdict.ok
-    if not _numeric(have.dtype):
-        return f"values of dtype {have.dtype} are not numbers: they are compared for equality"
-    if not np.isfinite(verdict.error[bad]).all():
-        return (
-            "a NaN or an infinity where a number is expected, or the reverse: look at overflow, "
-            "0/0, the log of 0, or a mask that lets them through"
-        )
-    if tolerance.is_integer(have.dtype) or have.dtype.kind == "b":
-        return (
-            "integers are compared on their exact difference: look at overflow (integers wrap in "
-            "their dtype), a division or a cast that rounds, or the formula"
-        )
-    chosen = (
-        np.choose(verdict.candidate[bad], [c[bad] for c in candidates])
-        if len(candidates) > 1
-        else (candidates[0][bad])
-    )
-    most = _within(tolerance.ulp_distances(have[bad], chosen))
-    if most is not None and most <= tolerance.ROUNDING_ULP:
-        magnitudes = np.abs(chosen.astype(np.complex128 if have.dtype.kind == "c" else np.float64))
-        errors = verdict.error[bad]
-        if (magnitudes > 0).all():
-            wanted = f"rtol={_round_up(float(((errors - atol) / magnitudes).max())):.0e}"
-        else:
-            wanted = f"atol={_round_up(float(errors.max())):.0e}"
-        return (
-            f"the wrong elements are within {int(most)} ulp: rounding, or another order of "
-            f"accumulation; if that is acceptable here, a looser tolerance accepts them ({wanted})"
-        )
-    far = "" if most is None else f" ({int(most)} ulp)"
-    return (
-        f"further off than rounding{far}: look at the formula, the precision the computation runs in "
-        "(a narrower type, jax.default_matmul_precision), or an accumulation that loses digits"
-    )
-
-
-# ---------------------------------------------------------------------------
-# Layout
 
 
 def _describe(sharding: Any) -> str:
-    return jit_probe.describe(sharding)
+    """A sharding with its mesh's device ids, so that a failure can be rebuilt (show.py)."""
+    if type(sharding).__name__ == "UnspecifiedValue":
+        return jit_probe.describe(sharding)
+    return show.sharding_text(sharding)
 
 
 def _shards(array: jax.Array) -> dict[int, list[tuple[tuple[int, int], ...]]]:
     """Device id -> the index ranges of the shards on it ([start, stop) per dimension)."""
     found: dict[int, list[tuple[tuple[int, int], ...]]] = {}
     for shard in array.addressable_shards:
-        found.setdefault(int(shard.device.id), []).append(_index(shard.index, array.shape))
+        found.setdefault(int(shard.device.id), []).append(diagnosis.index_ranges(shard.index, array.shape))
     return found
 
 
@@ -759,7 +696,7 @@ def assert_array_shards(result: Any, target: Sharding, *, what: str = "result") 
     __tracebackhide__ = True
     array = _require_array(result, what)
     want_map: Any = target.addressable_devices_indices_map(array.shape)
-    want = {int(d.id): [_index(i, array.shape)] for d, i in want_map.items()}
+    want = {int(d.id): [diagnosis.index_ranges(i, array.shape)] for d, i in want_map.items()}
     got = _shards(array)
     if got == want:
         return
@@ -774,10 +711,60 @@ def assert_array_shards(result: Any, target: Sharding, *, what: str = "result") 
     )
 
 
+def assert_replicas_agree(x: PyTree, *, what: str = "x") -> None:
+    """Every replica of every shard of ``x`` holds the same bits (NaN payloads and signs of zero
+    included): the copies of one block on several devices (a replicated output, or an axis the
+    spec leaves out) agree.  A ``shard_map`` with ``check_vma=False`` (``check_rep``) whose
+    output claims to be replicated over an axis it did not reduce over passes value and layout
+    assertions, which read one copy, and fails here.  Pytrees: every leaf is judged::
+
+        assert_replicas_agree(shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P(), check_vma=False)(a))
+    """
+    __tracebackhide__ = True
+    if isinstance(x, jax.Array):
+        _replicas_leaf(x, what)
+        return
+    leaves, _ = trees.named_leaves(x)
+    _judge_each([(what + path, partial(_replicas_leaf, leaf, what + path)) for path, leaf in leaves])
+
+
+def _replicas_leaf(x: Any, what: str) -> None:
+    __tracebackhide__ = True
+    array = _require_array(x, what)
+    copies: dict[tuple[tuple[int, int], ...], list[tuple[int, np.ndarray]]] = {}
+    for shard in array.addressable_shards:
+        block = diagnosis.index_ranges(shard.index, array.shape)
+        copies.setdefault(block, []).append((int(shard.device.id), np.asarray(shard.data)))
+    for block, held in sorted(copies.items()):
+        (first_id, first), *rest = sorted(held, key=lambda pair: pair[0])
+        raw = np.ascontiguousarray(first).view(np.uint8)
+        for device, data in rest:
+            if np.array_equal(np.ascontiguousarray(data).view(np.uint8), raw):
+                continue
+            agree = [first_id] + [
+                d for d, v in rest if np.array_equal(np.ascontiguousarray(v).view(np.uint8), raw)
+            ]
+            differ = [d for d, _ in rest if d not in agree]
+            return_text = (
+                diagnosis.whole(data) or f"values differing at {int((data != first).sum())} element(s)"
+            )
+            raise AssertionFailed(
+                "replicas",
+                f"the replicas of block {diagnosis.block_text(block)} of the {what} differ "
+                f"(devices {agree} agree, {differ} do not)",
+                expected=f"device {device} holds what device {first_id} holds: "
+                f"{diagnosis.whole(first) or 'the same bits'}",
+                got=f"device {device} holds {return_text}",
+                hint="the copies of a replicated block must be equal: a shard_map output whose out_specs "
+                "leave out an axis must be reduced over it first (psum, pmean, all_gather); with "
+                "check_vma=False (check_rep) JAX does not check this for you",
+            )
+
+
 def _ranges(blocks: list[tuple[tuple[int, int], ...]] | None) -> str:
     if not blocks:
         return "no shard"
-    return ", ".join(_block(block) for block in blocks)
+    return ", ".join(diagnosis.block_text(block) for block in blocks)
 
 
 # ---------------------------------------------------------------------------
@@ -894,10 +881,72 @@ def assert_jit_shardings(
             got=f"jit {outer.name!r} with in_shardings=["
             + ", ".join(_describe(s) for _, s in outer.inputs)
             + f"], out_shardings={_describe(outer.out_sharding)}",
-            hint="pass the shardings to jax.jit itself (in_shardings=, out_shardings=); "
-            "a device_put before or after the jit does not compile the computation with them",
+            hint=_jit_hint(outer, target, wanted_in, ndim),
         )
     return result
+
+
+def _unspecified(sharding: Any) -> bool:
+    return type(sharding).__name__ == "UnspecifiedValue"
+
+
+def _layout_difference(got: Any, want: Sharding, ndim: int, name: str) -> str:
+    """How the jit's sharding ``got`` differs from ``want``: not given, devices, their order, spec."""
+    if _unspecified(got):
+        return f"the jit was given no {name}"
+    if isinstance(got, NamedSharding) and isinstance(want, NamedSharding):
+        got_ids, want_ids = show.mesh_ids(got.mesh), show.mesh_ids(want.mesh)
+        got_set = sorted(int(d.id) for d in got.mesh.devices.flat)
+        want_set = sorted(int(d.id) for d in want.mesh.devices.flat)
+        if got_set != want_set:
+            return f"its {name} lie on devices {got_set}, the requested on {want_set}"
+        if got.spec != want.spec:
+            return (
+                f"its {name} split by {show.spec_text(got.spec)}, the requested by "
+                f"{show.spec_text(want.spec)} (mesh axes {dict(got.mesh.shape)} and {dict(want.mesh.shape)})"
+            )
+        if got_ids != want_ids or got.mesh.axis_names != want.mesh.axis_names:
+            return (
+                f"the same spec {show.spec_text(want.spec)} over the same devices in another order: "
+                f"its mesh is {show.mesh_text(got.mesh)}, the requested {show.mesh_text(want.mesh)}"
+            )
+    return f"its {name} are {_describe(got)}, not equivalent to {_describe(want)} for {ndim}-D"
+
+
+def _jit_hint(
+    outer: jit_probe.JitCall,
+    target: Sharding | None,
+    wanted_in: Sharding | Sequence[Sharding | None] | None,
+    ndim: int,
+) -> str:
+    """What differs between the jit that made the output and the shardings asked, and what fits."""
+    found = []
+    if target is not None and not _equivalent(outer.out_sharding, target, ndim):
+        found.append(_layout_difference(outer.out_sharding, target, ndim, "out_shardings"))
+    wants = (
+        []
+        if wanted_in is None
+        else [wanted_in] * len(outer.inputs)
+        if isinstance(wanted_in, Sharding)
+        else list(wanted_in)
+    )
+    for k, (want, (in_ndim, got)) in enumerate(zip(wants, outer.inputs, strict=False)):
+        if want is not None and in_ndim > 0 and not _equivalent(got, want, in_ndim):
+            found.append(_layout_difference(got, want, in_ndim, f"in_shardings[{k}]"))
+            break
+    text = "; ".join(found) or "its shardings differ from those asked"
+    if any(f.startswith("the jit was given no") for f in found):
+        return (
+            f"{text}: pass them to jax.jit itself (jax.jit(f, in_shardings=..., out_shardings=...)); "
+            "without them the layout comes from the inputs (a jax.device_put before the jit places the "
+            "data but does not compile the computation with the shardings)"
+        )
+    if "in another order" in text:
+        return (
+            f"{text}: build the shardings from the mesh you were given, as it is; a mesh made again "
+            "(jax.make_mesh, sorted devices) orders the devices its own way"
+        )
+    return f"{text}: give jax.jit the shardings asked for"
 
 
 # ---------------------------------------------------------------------------

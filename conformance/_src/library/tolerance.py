@@ -64,6 +64,9 @@ DEFAULT_TOLERANCES: Mapping[str, float] = MappingProxyType(
 # is not what a failure calls for.
 ROUNDING_ULP = 8
 
+# A tolerance as judged: one for every element, or an array of them broadcasting against the leaf.
+Bound = float | np.ndarray
+
 
 def is_integer(dtype: np.dtype) -> bool:
     """An integer type: NumPy's, or one of ml_dtypes' narrow ones (int4, uint2, ...)."""
@@ -86,6 +89,39 @@ def checked(name: str, value: object, *, allow_none: bool = False) -> float | No
         also = " or None (the dtype's default)" if allow_none else ""
         raise TypeError(f"{name}={value!r} must be a finite float >= 0{also}")
     return number
+
+
+def is_bound_leaf(value: object) -> bool:
+    """A tolerance that stands for one leaf (or a whole subtree): a number, an array or None."""
+    return (
+        value is None
+        or isinstance(value, (int, float, np.integer, np.floating, np.ndarray))
+        or (hasattr(value, "shape") and hasattr(value, "dtype"))
+    )
+
+
+def checked_bound(name: str, value: object, shape: tuple[int, ...]) -> float | np.ndarray | None:
+    """A tolerance for one leaf of ``shape``: None (the dtype's default), a finite float >= 0, or
+    an array of them that broadcasts against the leaf; else a ``TypeError`` naming ``name``."""
+    if value is None or not hasattr(value, "shape") or not np.shape(value):
+        return checked(name, value.item() if isinstance(value, np.ndarray) else value, allow_none=True)
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} is an array of {array.dtype}: a tolerance array holds floats >= 0")
+    bound = array.astype(np.float64)
+    if not (np.isfinite(bound) & (bound >= 0)).all():
+        bad = tuple(int(i) for i in np.argwhere(~(np.isfinite(bound) & (bound >= 0)))[0])
+        raise TypeError(f"{name}{list(bad)} = {float(bound[bad])!r}: every bound must be a finite float >= 0")
+    try:
+        fits = np.broadcast_shapes(bound.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise TypeError(
+            f"{name} has shape {bound.shape}, which does not broadcast against the leaf's shape "
+            f"{tuple(shape)} (a bound per row of an (n, d) leaf has shape (n, 1))"
+        )
+    return bound
 
 
 # ---------------------------------------------------------------------------
@@ -130,7 +166,7 @@ def _flushed(g: np.ndarray, w: np.ndarray, tiny: float) -> np.ndarray:
 
 
 def _real(
-    g: np.ndarray, w: np.ndarray, rtol: float, atol: float
+    g: np.ndarray, w: np.ndarray, rtol: Bound, atol: Bound
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ok, error, allowed) for real values with the NaN and infinity rules."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -145,7 +181,7 @@ def _real(
 
 
 def _complex(
-    g: np.ndarray, w: np.ndarray, rtol: float, atol: float, tiny: float | None
+    g: np.ndarray, w: np.ndarray, rtol: Bound, atol: Bound, tiny: float | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     parts = []
     for c in ("real", "imag"):
@@ -167,7 +203,7 @@ def _complex(
 
 
 def _integers(
-    g: np.ndarray, w: np.ndarray, rtol: float, atol: float
+    g: np.ndarray, w: np.ndarray, rtol: Bound, atol: Bound
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The exact difference, as uint64 (no overflow: the smaller is taken from the larger)."""
     if g.dtype.kind not in "iu":  # bool and ml_dtypes' narrow integers
@@ -179,9 +215,10 @@ def _integers(
     return ok, error, allowed
 
 
-def judge(got: np.ndarray, candidates: list[np.ndarray], *, rtol: float, atol: float, flush: bool) -> Verdict:
+def judge(got: np.ndarray, candidates: list[np.ndarray], *, rtol: Bound, atol: Bound, flush: bool) -> Verdict:
     """The closeness rule (module docstring) against each candidate; each element is judged against
-    the candidate it comes closest to.  All arrays share one dtype and shape."""
+    the candidate it comes closest to.  All arrays share one dtype and shape; ``rtol`` and ``atol``
+    broadcast against it."""
     best: Verdict | None = None
     for k, want in enumerate(candidates):
         dtype = want.dtype
@@ -199,6 +236,7 @@ def judge(got: np.ndarray, candidates: list[np.ndarray], *, rtol: float, atol: f
             ok = np.asarray(got == want, dtype=bool)
             error = np.where(ok, 0.0, np.inf)
             allowed = np.zeros(ok.shape)
+        allowed = np.broadcast_to(allowed, ok.shape)
         verdict = Verdict(ok, error, allowed, np.full(ok.shape, k))
         if best is None:
             best = verdict

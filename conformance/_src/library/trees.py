@@ -66,3 +66,41 @@ def difference(name: str, got: list[str], want: list[str], what: str) -> str:
         "the same leaf paths in other containers (a tuple for a list, a dict for another mapping, a "
         "namedtuple for a tuple): return the structure asked for"
     )
+
+
+def spread(prefix: Any, tree: Any, *, name: str, is_leaf: Callable[[Any], bool]) -> list[tuple[str, Any]]:
+    """``prefix`` (a pytree whose leaves, by ``is_leaf``, each stand for a whole subtree of ``tree``)
+    given out to ``tree``'s leaves: one ``(label, value)`` per leaf of ``tree``, in
+    ``jax.tree_util``'s order, the label naming where in ``prefix`` the value came from
+    (``rtol['y']``).  A dict in ``prefix`` may leave keys of ``tree``'s dict out: they get None.
+    A ``prefix`` that is no prefix of ``tree``'s structure is a ``TypeError`` naming ``name``."""
+
+    def filled(p: Any, t: Any) -> Any:
+        if isinstance(p, dict) and isinstance(t, dict) and not is_leaf(p):
+            unknown = [k for k in p if k not in t]
+            if unknown:
+                raise TypeError(
+                    f"{name} names {unknown[0]!r}, which the expected value lacks "
+                    f"(its keys: {sorted(t, key=str)})"
+                )
+            return {k: filled(p.get(k), t[k]) for k in t}
+        if isinstance(p, (list, tuple)) and isinstance(t, (list, tuple)) and len(p) == len(t):
+            items = [filled(a, b) for a, b in zip(p, t, strict=True)]
+            return type(p)(*items) if hasattr(p, "_fields") else type(p)(items)
+        return p
+
+    full = filled(prefix, tree)
+    leaves, treedef = tree_flatten_with_path(full, is_leaf=lambda v: v is None or is_leaf(v))
+    try:
+        subtrees = treedef.flatten_up_to(tree)  # type: ignore[attr-defined]  # JAX's stubs lack it
+    except (ValueError, TypeError) as exc:
+        raise TypeError(
+            f"{name} must be one value for every leaf, or a pytree of values with the structure of the "
+            f"expected value (or a prefix of it): {exc}"
+        ) from None
+    given = []
+    for (path, value), subtree in zip(leaves, subtrees, strict=True):
+        label = name + keystr(path)
+        count = len(jax.tree_util.tree_leaves(subtree))
+        given += [(label, value)] * count
+    return given
