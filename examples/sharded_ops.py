@@ -19,6 +19,12 @@ Floats, within a tolerance (``assert_values_close``), over a mesh that has a
 * ``center_columns(x, mesh)``: a ``shard_map`` that subtracts each column's
   mean, which must reduce across ``"data"`` (``psum``); it returns a pytree,
   ``{"centred": ..., "mean": ...}``, each leaf in its own layout.
+* ``layer_norm(x, mesh)``: ``{"y", "mean", "var"}`` of each row, rows split
+  over ``"batch"``; its error scales with ``1 / sqrt(var + eps)``, row by row,
+  so it is judged within a bound per row.
+* ``matmul_bias(x, w, b, mesh)``: ``x @ w + b`` with the contracting dimension
+  split over ``"model"`` (a ``shard_map`` and a ``psum``), the result
+  replicated on every device: each device's copy must be the same.
 
 ``BROKEN[name]`` holds plausible wrong versions of each, by variant name;
 ``examples/test_broken_variants.py`` runs each test file on them and shows
@@ -169,6 +175,73 @@ def center_columns_local_mean(x: Any, mesh: Mesh) -> dict[str, jax.Array]:
     return _center_fn(mesh, False)(_placed(x, NamedSharding(mesh, P("data", None))))
 
 
+EPS = 1e-5  # layer_norm's epsilon
+
+
+@functools.cache
+def _layer_norm_fn(mesh: Mesh, eps_inside: bool) -> Callable[[Any], dict[str, jax.Array]]:
+    rows = NamedSharding(mesh, P("batch", None))
+    per_row = NamedSharding(mesh, P("batch"))
+
+    def norm(x: jax.Array) -> dict[str, jax.Array]:
+        mean = x.mean(axis=-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # two passes: no cancellation
+        scale = jax.numpy.sqrt(var + EPS) if eps_inside else jax.numpy.sqrt(var) + EPS
+        return {"y": (x - mean) / scale, "mean": mean[:, 0], "var": var[:, 0]}
+
+    return jax.jit(norm, in_shardings=rows, out_shardings={"y": rows, "mean": per_row, "var": per_row})
+
+
+def layer_norm(x: Any, mesh: Mesh) -> dict[str, jax.Array]:
+    """``{"y": (x - mean) / sqrt(var + EPS), "mean": mean, "var": var}`` of each row of ``x`` (2-D,
+    float32), rows split over ``"batch"``; ``"y"`` laid out as ``x``, the statistics by row."""
+    return _layer_norm_fn(mesh, True)(_placed(x, NamedSharding(mesh, P("batch", None))))
+
+
+def layer_norm_eps_outside(x: Any, mesh: Mesh) -> dict[str, jax.Array]:
+    """``(x - mean) / (sqrt(var) + EPS)``: EPS outside the square root, off by about
+    ``EPS / (2 sqrt(var))`` relative -- inside a tolerance loose enough for the worst row."""
+    return _layer_norm_fn(mesh, False)(_placed(x, NamedSharding(mesh, P("batch", None))))
+
+
+@functools.cache
+def _matmul_bias_fn(mesh: Mesh, bias_before_psum: bool) -> Callable[[Any, Any, Any], jax.Array]:
+    def local(x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
+        partial = x @ w
+        first = jax.lax.axis_index("model") == 0
+        if bias_before_psum:  # the bias once, on the first shard, inside the sum
+            return jax.lax.psum(partial + jax.numpy.where(first, b, 0), "model")
+        return jax.lax.psum(partial, "model") + jax.numpy.where(first, b, 0)  # on one copy only
+
+    body = jax.shard_map(
+        local, mesh=mesh, in_specs=(P(None, "model"), P("model", None), P()), out_specs=P(), check_vma=False
+    )
+    split_k = NamedSharding(mesh, P(None, "model")), NamedSharding(mesh, P("model", None))
+    everywhere = NamedSharding(mesh, P())
+    return jax.jit(body, in_shardings=(*split_k, everywhere), out_shardings=everywhere)
+
+
+def _matmul_placed(x: Any, w: Any, b: Any, mesh: Mesh) -> tuple[Any, Any, Any]:
+    return (
+        _placed(x, NamedSharding(mesh, P(None, "model"))),
+        _placed(w, NamedSharding(mesh, P("model", None))),
+        _placed(b, NamedSharding(mesh, P())),
+    )
+
+
+def matmul_bias(x: Any, w: Any, b: Any, mesh: Mesh) -> jax.Array:
+    """``x @ w + b``: ``x`` split by columns and ``w`` by rows over ``"model"`` (the contracting
+    dimension), reduced with a ``psum``; the result and ``b`` replicated on every device."""
+    return _matmul_bias_fn(mesh, True)(*_matmul_placed(x, w, b, mesh))
+
+
+def matmul_bias_after_psum(x: Any, w: Any, b: Any, mesh: Mesh) -> jax.Array:
+    """Adds the bias on the first ``"model"`` shard after the ``psum``, not before: only that
+    copy of the "replicated" result has it (``check_vma=False`` lets it through), and that is
+    the copy ``np.asarray`` reads."""
+    return _matmul_bias_fn(mesh, False)(*_matmul_placed(x, w, b, mesh))
+
+
 # The broken variants, by function and name (``--variant NAME`` in examples/conftest.py).
 BROKEN: dict[str, dict[str, Callable[..., Any]]] = {
     "scale": {"cols-forgotten": scale_broken},
@@ -176,4 +249,6 @@ BROKEN: dict[str, dict[str, Callable[..., Any]]] = {
     "row_softmax": {"bfloat16": row_softmax_in_bfloat16},
     "project": {"weights-unspecified": project_weights_unspecified},
     "center_columns": {"local-mean": center_columns_local_mean},
+    "layer_norm": {"eps-outside": layer_norm_eps_outside},
+    "matmul_bias": {"bias-after-psum": matmul_bias_after_psum},
 }
