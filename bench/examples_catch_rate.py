@@ -107,9 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from examples.test_broken_variants import test_broken_variant_is_caught
 
-    cases = [mark.args for mark in test_broken_variant_is_caught.pytestmark if mark.name == "parametrize"][0][
-        1
-    ]
+    marks = getattr(test_broken_variant_is_caught, "pytestmark")  # noqa: B009 -- pytest.mark sets it
+    cases = [mark.args for mark in marks if mark.name == "parametrize"][0][1]
     print(
         f"{'example':<24} {'variant':<20} {'before':>8} {'after':>8}   "
         f"({args.examples} examples, seeds 0-{args.seeds - 1})",
