@@ -173,3 +173,47 @@ def test_user_code_imports_only_the_public_face(where: str, source: str) -> None
 def test_the_readme_has_code_for_the_user_code_test_to_read() -> None:
     assert len(_readme_code()) >= 1
     assert any("conformance" in source for _, source in _readme_code() + _example_code())
+
+
+# The library's arrows up into the pjit_double contract that remain: the contract-specific
+# strategies (lengths, placements, cases) and ``dtypes(contract=...)`` (issue 29 moves them).
+LIBRARY_UP_ARROWS = {
+    ("conformance._src.library.dtypes", "conformance._src.contract.terms"),
+    ("conformance._src.library.strategies", "conformance._src.contract.terms"),
+    ("conformance._src.library.strategies", "conformance._src.inputs.case"),
+    ("conformance._src.library.strategies", "conformance._src.inputs.coverage"),
+}
+
+
+def library_up_arrows(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Imports from the library (the bottom floor) of anything of the kit but the library itself
+    and the one door to private internals: a contract, the inputs, the engine."""
+    return {
+        (module, dep)
+        for module, deps in graph.items()
+        if module.startswith("conformance._src.library")
+        for dep in deps
+        if dep.startswith("conformance._src.")
+        and not dep.startswith("conformance._src.library")
+        and dep != "conformance._src.internals"
+    }
+
+
+def test_the_library_imports_nothing_of_a_contract_or_the_engine_but_the_arrows_listed() -> None:
+    found = library_up_arrows(import_graph())
+    new = sorted(found - LIBRARY_UP_ARROWS)
+    assert not new, "the library imports from above it: " + "; ".join(f"{a} -> {b}" for a, b in new)
+    gone = sorted(LIBRARY_UP_ARROWS - found)
+    assert not gone, "arrows no longer there, take them off LIBRARY_UP_ARROWS: " + "; ".join(
+        f"{a} -> {b}" for a, b in gone
+    )
+
+
+def test_an_arrow_up_from_the_library_is_found() -> None:
+    graph = {
+        "conformance._src.library.values": {"conformance._src.contract.oracle", "conformance._src.internals"},
+        "conformance._src.contract.oracle": {"conformance._src.library.values"},
+    }
+    assert library_up_arrows(graph) == {
+        ("conformance._src.library.values", "conformance._src.contract.oracle")
+    }

@@ -21,8 +21,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec, Sharding
 
 from conformance._src import internals
-from conformance._src.contract import oracle
-from conformance._src.library import diagnosis, jit_probe, show, tolerance, trees
+from conformance._src.library import diagnosis, jit_probe, show, tolerance, trees, values
 
 DEFAULT_TOLERANCES = tolerance.DEFAULT_TOLERANCES
 
@@ -101,7 +100,7 @@ def flush_subnormals(x: Any) -> np.ndarray:
 
         assert_values_equal(y, 2 * x, alternatives=[2 * flush_subnormals(x)])
     """
-    return oracle.flush_subnormals(x)
+    return values.flush_subnormals(x)
 
 
 def host_copy(array: Any, fill: np.ndarray | None = None) -> np.ndarray:
@@ -408,7 +407,7 @@ def _compare_array(
     if rule is not None:
         _compare_close(got, have, candidates, rule, flush, what)
         return
-    ok = oracle.values_match(have, candidates, flush=flush)
+    ok = values.values_match(have, candidates, flush=flush)
     if ok.all():
         return
     bad = np.argwhere(~ok)
@@ -431,15 +430,15 @@ def _whole(have: np.ndarray, want: np.ndarray) -> tuple[str, str] | None:
 
 
 def _numeric(dtype: np.dtype) -> bool:
-    return dtype.kind in "biufc" or oracle.is_float(dtype) or tolerance.is_integer(dtype)
+    return dtype.kind in "biufc" or values.is_float(dtype) or tolerance.is_integer(dtype)
 
 
 def _show(value: Any) -> str:
     dtype = np.asarray(value).dtype
-    if oracle.is_float(dtype) and not oracle.is_float(dtype):  # ml_dtypes' one-byte floats
+    if values.is_float(dtype) and not values.is_float(dtype):  # ml_dtypes' one-byte floats
         return f"{float(value)!r} (0x{int(np.asarray(value).view(np.uint8)):02x})"
     if _numeric(dtype):
-        return oracle.show(value)
+        return values.show(value)
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
@@ -1150,13 +1149,13 @@ def _assert_array_intact(before: Any, x: Any, what: str) -> None:
             got=f"{what} of dtype {now.dtype} and shape {now.shape}",
             hint="do not write into the input or replace its buffer (donation, in-place ops)",
         )
-    differs = (oracle.bits(now) != oracle.bits(before)).any(axis=-1)
+    differs = (values.bits(now) != values.bits(before)).any(axis=-1)
     if differs.any():
         index = tuple(int(i) for i in np.argwhere(differs)[0])
         raise AssertionFailed(
             "changed",
             f"the caller's {what} was changed by the call",
-            expected=f"{what}{_where(index)} = {oracle.show(before[index])}",
-            got=f"{what}{_where(index)} = {oracle.show(now[index])}",
+            expected=f"{what}{_where(index)} = {values.show(before[index])}",
+            got=f"{what}{_where(index)} = {values.show(now[index])}",
             hint="do not write into the input (in-place NumPy ops on np.asarray(x), donation)",
         )

@@ -22,8 +22,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from conformance._src.contract import oracle
-from conformance._src.library import tolerance
+from conformance._src.library import tolerance, values
 
 # A leaf of at most this many elements is printed whole in a failure, both arrays.
 WHOLE_MAX = 100
@@ -68,13 +67,13 @@ def _axis_sizes(got: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in shape.items()} if shape else {}
 
 
-def _one(values: np.ndarray) -> float | None:
+def _one(found: np.ndarray) -> float | None:
     """The value all of ``values`` share (within _SAME), if they do."""
-    if not len(values) or not np.isfinite(values).all():
+    if not len(found) or not np.isfinite(found).all():
         return None
-    first = float(np.median(values))
-    scale = max(abs(first), float(np.abs(values).max()), 1e-30)
-    return first if bool((np.abs(values - first) <= _SAME * scale).all()) else None
+    first = float(np.median(found))
+    scale = max(abs(first), float(np.abs(found).max()), 1e-30)
+    return first if bool((np.abs(found - first) <= _SAME * scale).all()) else None
 
 
 def _factor_text(factor: float, sizes: dict[str, int]) -> str:
@@ -95,7 +94,7 @@ def _factor_text(factor: float, sizes: dict[str, int]) -> str:
 def _pattern(have: np.ndarray, want: np.ndarray, bad: np.ndarray, sizes: dict[str, int]) -> str | None:
     """The pattern of the wrong elements, if they make one: one factor, one offset, all zero."""
     kind = have.dtype.kind
-    if not (kind in "biuf" or oracle.is_float(have.dtype) or tolerance.is_integer(have.dtype)):
+    if not (kind in "biuf" or values.is_float(have.dtype) or tolerance.is_integer(have.dtype)):
         return None
     with np.errstate(all="ignore"):
         g = np.asarray(have[bad]).astype(np.float64)
@@ -234,7 +233,7 @@ def close_hint(
     atol: tolerance.Bound,
 ) -> str:
     bad = ~verdict.ok
-    numeric = have.dtype.kind in "biufc" or oracle.is_float(have.dtype) or tolerance.is_integer(have.dtype)
+    numeric = have.dtype.kind in "biufc" or values.is_float(have.dtype) or tolerance.is_integer(have.dtype)
     if not numeric:
         return f"values of dtype {have.dtype} are not numbers: they are compared for equality"
     if not np.isfinite(verdict.error[bad]).all():

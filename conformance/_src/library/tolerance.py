@@ -29,7 +29,7 @@ from types import MappingProxyType
 import ml_dtypes
 import numpy as np
 
-from conformance._src.contract.oracle import is_float  # the value oracle's: one rule for what a float is
+from conformance._src.library.values import is_float
 
 # The default ``rtol`` and ``atol`` (both) of ``assert_values_close`` per dtype, by dtype name:
 # JAX's own test utilities' table (jax._src.public_test_util).  Integers and booleans compare
