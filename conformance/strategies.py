@@ -20,7 +20,19 @@ of any shape and dtype::
 payloads, infinities, subnormals, extremes) unless given the value controls
 of ``hypothesis.extra.numpy.from_dtype``: ``min_value``, ``max_value``,
 ``allow_nan``, ``allow_infinity``, ``allow_subnormal``, or ``elements=`` a
-strategy, and ``unique=True``.
+strategy, and ``unique=True``.  ``structure=`` (a kind, or a sequence of
+kinds) draws the inputs that break numerics by construction, every row
+along ``axis`` one of them: ``"offset"`` (a large offset, a tiny spread: a
+one-pass variance cancels), ``"huge-max"`` (a maximum whose ``exp``
+overflows the dtype: a softmax without the max shift gives NaN),
+``"mixed-magnitudes"`` (``L``, ``-L`` and values below ``L``'s ulp: a sum
+in the dtype loses them).
+
+Hypothesis prints a drawn mesh in the falsifying example as the call that
+rebuilds it, ``mesh_from_ids([[3, 1], [0, 2]], ('data', 'model'))``
+(``conformance.devices.mesh_from_ids``), and a drawn ``NamedSharding`` as
+``NamedSharding(mesh_from_ids(...), P('data', None))``; an array of
+``sharded_arrays`` notes its layout so under the example.
 
 For ``pjit_double``-like functions (a vector, an optional mesh): ``lengths``,
 ``dtypes(contract=...)``, ``placements`` and ``cases`` (a ``Case`` builds its

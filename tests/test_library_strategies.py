@@ -3,11 +3,14 @@
 Value controls (bounds, the NaN/infinity/subnormal flags, ``elements=``,
 ``unique=``) on ``values`` and ``sharded_arrays``; the general ``dtypes``
 (kinds, sizes, x64); ``meshes(with_axes=...)``; ``shapes``; ``shardings(spec=...)``;
-``partition_specs`` over drawn meshes; ``sharded_arrays`` without a shape.
+``partition_specs`` over drawn meshes; ``sharded_arrays`` without a shape; drawn meshes and
+shardings printed by their device ids in the falsifying example; ``structure=``.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,15 +21,19 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import find
+from hypothesis import HealthCheck, Phase, find, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from conformance import strategies as cst
 from conformance._src.inputs.case import make_mesh
+from conformance._src.library import strategies as library_strategies
 from conformance._src.library.dtypes import DTYPE_KINDS, X64_NAMES
+from conformance._src.library.show import mesh_ids, mesh_text, sharding_text
+from conformance._src.library.structure import STRUCTURES
+from conformance.devices import mesh_from_ids
 from tests.test_kit_strategies import collect, draw_once
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -405,6 +412,324 @@ def test_sharded_arrays_without_a_shape_draw_one_the_sharding_divides(sharding: 
 
 
 # ---------------------------------------------------------------------------
+# Drawn meshes and shardings printed by their device ids (issue 28, point 4)
+
+
+def _calls(text: str, name: str) -> list[str]:
+    """Every ``name(...)`` call in ``text``, its parentheses balanced."""
+    found = []
+    for start in [m.start() for m in re.finditer(re.escape(name) + r"\(", text)]:
+        depth = 0
+        for end in range(start + len(name), len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                found.append(text[start : end + 1])
+                break
+    return found
+
+
+def _failure_text(test: Callable[[], None], capsys: pytest.CaptureFixture[str]) -> str:
+    """What Hypothesis printed for the falsifying example of ``test``: its notes, and its reporter's lines."""
+    with pytest.raises(AssertionError) as failure:
+        test()
+    return "\n".join(getattr(failure.value, "__notes__", [])) + "\n" + capsys.readouterr().out
+
+
+SHRUNK = (Phase.generate, Phase.shrink)  # the falsifying example, shrunk (no "explain" phase: faster)
+PASTE = {"mesh_from_ids": mesh_from_ids, "NamedSharding": NamedSharding, "P": P, "AxisType": AxisType}
+
+
+def _ids_in_order(mesh: Mesh) -> bool:
+    ids = [int(d.id) for d in mesh.devices.flat]
+    return ids == sorted(ids)
+
+
+def test_a_failing_drawn_mesh_prints_as_the_call_that_rebuilds_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # The issue: a failing mesh printed as Mesh(axis_sizes=(7, 1), ...), without its device ids.
+    seen: list[Mesh] = []
+
+    @settings(database=None, max_examples=100, deadline=None, derandomize=True, phases=SHRUNK)
+    @given(mesh=cst.meshes(ndims=2, min_size=4))
+    def assumes_id_order(mesh: Mesh) -> None:
+        seen.append(mesh)
+        assert _ids_in_order(mesh)
+
+    text = _failure_text(assumes_id_order, capsys)
+    failing = seen[-1]  # the minimal example runs last
+    assert not _ids_in_order(failing)
+    assert "mesh=" + mesh_text(failing) in text, text  # as show.mesh_text gives it, in place
+    printed = _calls(text, "mesh_from_ids")
+    assert printed and f"mesh_from_ids({mesh_ids(failing)}" in printed[0]
+    rebuilt = eval(printed[0], PASTE)  # pasted back, it is the mesh that failed
+    assert rebuilt == failing and mesh_ids(rebuilt) == mesh_ids(failing)
+    assert "axis_sizes=" not in text
+
+
+def test_a_failing_drawn_sharding_and_a_sharded_array_show_their_mesh_by_device_ids(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    explicit = jax.make_mesh((2, 4), ("rows", "cols"), axis_types=(AxisType.Explicit,) * 2)
+    shuffled = Mesh(np.array(jax.devices())[[5, 2, 7, 0, 1, 6, 3, 4]].reshape(2, 4), ("rows", "cols"))
+    seen: list[tuple[NamedSharding, NamedSharding, jax.Array]] = []
+
+    @settings(database=None, max_examples=100, deadline=None, derandomize=True, phases=SHRUNK)
+    @given(
+        drawn=cst.shardings(ndim=2, mesh=cst.meshes(min_size=2)),
+        fixed=cst.shardings(ndim=2, mesh=st.sampled_from([explicit, shuffled])),
+        x=cst.sharded_arrays(sharding=cst.shardings(spec=P("batch", None))),
+    )
+    def fails(drawn: NamedSharding, fixed: NamedSharding, x: jax.Array) -> None:
+        seen.append((drawn, fixed, x))
+        assert _ids_in_order(drawn.mesh) or fixed.mesh is explicit
+
+    text = _failure_text(fails, capsys)
+    drawn, fixed, x = seen[-1]
+    assert not _ids_in_order(drawn.mesh) and fixed.mesh is shuffled
+    for sharding in (drawn, fixed):
+        assert sharding_text(sharding) in text, text
+        [call] = [c for c in _calls(text, "NamedSharding") if mesh_text(sharding.mesh) in c][:1]
+        assert eval(call, PASTE) == sharding
+    # A jax.Array prints by its values: its layout comes in a note, with the device ids.
+    assert isinstance(x.sharding, NamedSharding)
+    assert f"laid out by {sharding_text(x.sharding)}" in text
+    assert f"a float32[{', '.join(map(str, x.shape))}] array" in text
+
+
+def test_a_mesh_with_explicit_axes_prints_them_and_pastes_back(capsys: pytest.CaptureFixture[str]) -> None:
+    # JAX's repr of such a mesh is valid Python and shorter than the call: st.builds alone would print it.
+    explicit = jax.make_mesh((2, 4), ("rows", "cols"), axis_types=(AxisType.Explicit,) * 2)
+
+    @settings(database=None, max_examples=5, deadline=None)
+    @given(cst.shardings(spec=P("rows"), mesh=explicit))
+    def fails(sharding: NamedSharding) -> None:
+        raise AssertionError
+
+    text = _failure_text(fails, capsys)
+    [call] = _calls(text, "mesh_from_ids")
+    assert "AxisType.Explicit" in call and eval(call, PASTE) == explicit
+
+
+def test_where_hypothesis_takes_no_printer_small_meshes_still_print_by_ids(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The public fallback: st.builds, which Hypothesis prints as the call where that is shorter.
+    monkeypatch.setattr(library_strategies, "_PRINTERS", [False])
+    seen: list[Mesh] = []
+
+    @settings(database=None, max_examples=100, deadline=None, derandomize=True, phases=SHRUNK)
+    @given(cst.meshes(ndims=2, min_size=4, max_size=4), cst.shardings(ndim=1, mesh=cst.meshes(max_size=2)))
+    def fails(mesh: Mesh, sharding: NamedSharding) -> None:
+        seen.append(mesh)
+        assert _ids_in_order(mesh)
+
+    text = _failure_text(fails, capsys)
+    assert mesh_text(seen[-1]) in text, text
+    assert eval(_calls(text, "mesh_from_ids")[0], PASTE) == seen[-1]
+    [sharding] = _calls(text, "NamedSharding")
+    assert "mesh_from_ids(" in sharding and isinstance(eval(sharding, PASTE), NamedSharding)
+
+
+# ---------------------------------------------------------------------------
+# Values with structure (issue 28, point 6)
+
+STRUCTURED = [np.dtype("float16"), BF16, np.dtype("float32")]
+
+
+def _rows(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    x = np.moveaxis(_as_float(np.asarray(a)), axis, -1)
+    return x.reshape(-1, x.shape[-1])
+
+
+def _significand_bits(dtype: np.dtype) -> int:
+    return int(ml_dtypes.finfo(dtype).nmant) + 1
+
+
+def _has_offset(row: np.ndarray, dtype: np.dtype) -> bool:
+    p = _significand_bits(dtype)
+    middle, spread = (row.max() + row.min()) / 2, (row.max() - row.min()) / 2
+    ratio = abs(middle) / spread if spread > 0 else math.inf
+    return spread > 0 and 2 ** (-(-p // 2) - 1) <= ratio <= 2 ** (-(-p // 2) + 3)
+
+
+def _has_huge_max(row: np.ndarray, dtype: np.dtype) -> bool:
+    with np.errstate(over="ignore"):
+        top = np.array(row.max()).astype(dtype)
+        return bool(np.isfinite(top)) and bool(np.isinf(np.exp(top.astype(np.float32)).astype(dtype)))
+
+
+def _has_mixed_magnitudes(row: np.ndarray, dtype: np.dtype) -> bool:
+    large = np.abs(row).max()
+    big = np.abs(row) == large
+    i, j = np.flatnonzero(big)[[0, -1]]
+    small = row[~big]
+    ulp = 2.0 ** (math.floor(math.log2(large)) - _significand_bits(dtype) + 1)
+    return (
+        big.sum() == 2
+        and row[i] == -row[j]
+        and j - i >= 2
+        and bool((np.abs(small) <= ulp / 4).all())
+        and (bool((small > 0).all()) or bool((small < 0).all()))
+    )
+
+
+HAS = {"offset": _has_offset, "huge-max": _has_huge_max, "mixed-magnitudes": _has_mixed_magnitudes}
+
+
+@pytest.mark.parametrize("kind", STRUCTURES)
+@pytest.mark.parametrize("dtype", STRUCTURED, ids=str)
+def test_every_row_of_every_array_has_the_structure(dtype: np.dtype, kind: str) -> None:
+    arrays = collect(cst.values(dtype=dtype, shape=(5, 16), structure=kind), 40)
+    tiny = float(ml_dtypes.finfo(dtype).smallest_normal)
+    for a in arrays:
+        assert a.dtype == dtype and a.shape == (5, 16)
+        x = _as_float(a)
+        assert np.isfinite(x).all() and (np.abs(x) >= tiny).all()  # finite and normal
+        assert all(HAS[kind](row, dtype) for row in _rows(a)), a
+    assert len({float(np.abs(_as_float(a)).max()) for a in arrays}) > 10  # magnitudes vary
+
+
+def test_structured_float64_rows_under_x64(x64_on: None) -> None:
+    for kind in STRUCTURES:
+        for a in collect(cst.values(dtype="float64", shape=(3, 8), structure=kind), 10):
+            assert a.dtype == np.float64 and all(HAS[kind](row, a.dtype) for row in _rows(a))
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(-100.0, 100.0), (-1.0, 0.5), (90.0, 95.0), (-3.0, -1.0)])
+def test_structures_keep_the_bounds(lo: float, hi: float) -> None:
+    room = {"offset": True, "huge-max": hi > 90, "mixed-magnitudes": lo < 0 < hi}
+    kinds = [k for k in STRUCTURES if room[k]]
+    for kind in kinds:
+        arrays = collect(cst.values(shape=(4, 8), min_value=lo, max_value=hi, structure=kind), 30)
+        for a in arrays:
+            assert (a >= lo).all() and (a <= hi).all(), (kind, a)
+            assert all(HAS[kind](row, a.dtype) for row in _rows(a))
+
+
+def test_a_sequence_of_kinds_gives_the_rows_each_in_turn_along_the_axis() -> None:
+    arrays = collect(cst.values(shape=(3, 6), structure=STRUCTURES, axis=0), 30)
+    orders = list(itertools.permutations(STRUCTURES))
+    for a in arrays:
+        columns = _rows(a, axis=0)
+        assert len(columns) == 6
+        # The kinds each column has (an offset row of c > 89 has a huge max too, as has L, s, -L).
+        kinds = [{k for k in STRUCTURES if HAS[k](c, a.dtype)} for c in columns]
+        turns = [kinds[r] & kinds[r + 3] for r in range(3)]  # columns r and r + 3 have the same kind
+        assert any(all(kind in turn for kind, turn in zip(order, turns, strict=True)) for order in orders)
+
+
+def test_sharded_arrays_take_the_structure_and_draw_rows_long_enough() -> None:
+    layout = cst.shardings(spec=P(None, "x"), mesh=cst.meshes(axis_names=("x",), min_size=1))
+    arrays = collect(cst.sharded_arrays(sharding=layout, structure="mixed-magnitudes"), 30)
+    for a in arrays:
+        assert isinstance(a, jax.Array) and a.shape[-1] >= 3
+        assert all(_has_mixed_magnitudes(row, np.dtype(a.dtype)) for row in _rows(np.asarray(a)))
+    assert any(a.shape[-1] == 3 for a in arrays)
+    fixed = NamedSharding(mesh_2x4(), P("rows", "cols"))
+    logits = cst.sharded_arrays(shape=(4, 8), sharding=fixed, dtype="bfloat16", structure="huge-max")
+    for a in collect(logits, 10):
+        assert a.sharding == fixed and all(_has_huge_max(r, BF16) for r in _rows(np.asarray(a)))
+        e = jnp.exp(a.astype(jnp.float32))  # a softmax without the max shift, sharded: NaN in every row
+        assert np.isnan(np.asarray(e / e.sum(axis=-1, keepdims=True))).any(axis=-1).all()
+
+
+def test_a_drawn_shape_with_short_rows_is_skipped_and_a_drawn_int_dtype_refused() -> None:
+    arrays = collect(
+        cst.sharded_arrays(shape=st.sampled_from([(4, 1), (2, 5)]), structure="offset", placements=["numpy"]),
+        20,
+    )
+    assert arrays and all(a.shape == (2, 5) for a in arrays)
+    with pytest.raises(InvalidArgument, match="structure='offset'.*int8"):
+        draw_once(cst.sharded_arrays(shape=(4,), dtype=st.just("int8"), structure="offset"))
+
+
+# Each kind against the bug it is for: a broken function, and a correct one that must pass.
+
+
+def _layer_norm_one_pass(x: np.ndarray) -> np.ndarray:  # the bug: E[x**2] - E[x]**2
+    mean = x.mean(axis=-1, keepdims=True)
+    var = (x * x).mean(axis=-1, keepdims=True) - mean * mean
+    return (x - mean) / np.sqrt(var + x.dtype.type(1e-5))
+
+
+def _layer_norm(x: np.ndarray) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + x.dtype.type(1e-5))
+
+
+def _softmax_without_shift(x: np.ndarray) -> np.ndarray:  # the bug: exp(x) overflows
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _sum_in_dtype(x: np.ndarray) -> np.ndarray:  # the bug: accumulates in the input's precision
+    return np.cumsum(x, axis=-1, dtype=x.dtype)[..., -1]
+
+
+def _sum_wide(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float64).sum(axis=-1).astype(x.dtype)
+
+
+def _exact_sum(x: np.ndarray) -> np.ndarray:
+    return np.array([math.fsum(row) for row in _rows(x)]).reshape(x.shape[:-1])
+
+
+# kind: (broken, correct, reference in float64, rtol, atol); float32 rows of 16 in [-100, 100]
+BUGS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], ...]] = {
+    "offset": (_layer_norm_one_pass, _layer_norm, lambda x: _layer_norm(x.astype(np.float64))),
+    "huge-max": (_softmax_without_shift, _softmax, lambda x: _softmax(x.astype(np.float64))),
+    "mixed-magnitudes": (_sum_in_dtype, _sum_wide, _exact_sum),
+}
+TOLERANCE = {"offset": (1e-2, 1e-2), "huge-max": (1e-2, 1e-2), "mixed-magnitudes": (1e-2, 0.0)}
+
+
+def _seeds_caught(kind: str, f: Callable[[np.ndarray], np.ndarray], structure: str | None) -> int:
+    """Of 10 seeds, in how many a test of ``f`` at 5 examples fails."""
+    reference = BUGS[kind][2]
+    rtol, atol = TOLERANCE[kind]
+    strategy = cst.values(shape=(4, 16), min_value=-100, max_value=100, allow_nan=False, structure=structure)
+    caught = 0
+    for k in range(10):
+
+        @settings(
+            max_examples=5,
+            derandomize=False,
+            database=None,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @seed(k)
+        @given(strategy)
+        def test(x: np.ndarray) -> None:
+            with np.errstate(all="ignore"):
+                got = f(x).astype(np.float64)
+            np.testing.assert_allclose(got, reference(x), rtol=rtol, atol=atol)
+
+        try:
+            test()
+        except AssertionError:
+            caught += 1
+    return caught
+
+
+@pytest.mark.parametrize("kind", STRUCTURES)
+def test_each_structure_catches_its_bug_at_5_examples_in_every_seed(kind: str) -> None:
+    # Measured (float32, 4x16 rows in [-100, 100], 5 examples, seeds 0-9): without structure= the
+    # one-pass layer norm was caught in 0/10, the softmax without the max shift in 8/10, the sum
+    # in float32 in 0/10; with it, each in 10/10, and the correct versions in 0/10.
+    broken, correct, _ = BUGS[kind]
+    assert _seeds_caught(kind, broken, kind) == 10
+    assert _seeds_caught(kind, correct, kind) == 0  # no false failure
+    assert _seeds_caught(kind, broken, None) < 10  # without the keyword, only by luck
+
+
+# ---------------------------------------------------------------------------
 # Misuse: each an InvalidArgument naming the argument, when the strategy is built
 
 _NS = NamedSharding(mesh_2x4(), P("cols"))
@@ -490,6 +815,31 @@ INVALID: list[tuple[str, Callable[[], object]]] = [
     ("mesh", lambda: cst.shardings(spec=P("a"), mesh="mesh")),  # type: ignore[arg-type]
     ("mesh", lambda: cst.partition_specs("mesh", 1)),  # type: ignore[arg-type]
     ("divisible", lambda: cst.partition_specs(cst.meshes(), 1, divisible=False)),
+    # structure=, axis=
+    ("structure='bogus'", lambda: cst.values(length=4, structure="bogus")),
+    ("structure=[]", lambda: cst.values(length=4, structure=[])),
+    ("structure=('offset', 'offset')", lambda: cst.values(length=4, structure=("offset", "offset"))),
+    ("axis=0", lambda: cst.values(length=4, axis=0)),
+    ("axis='0'", lambda: cst.values(length=4, structure="offset", axis="0")),  # type: ignore[arg-type]
+    ("axis=2", lambda: cst.values(shape=(4, 4), structure="offset", axis=2)),
+    ("allow_nan=True", lambda: cst.values(length=4, structure="offset", allow_nan=True)),
+    ("allow_infinity=True", lambda: cst.values(length=4, structure="huge-max", allow_infinity=True)),
+    ("unique=True", lambda: cst.values(length=4, structure="offset", unique=True)),
+    ("elements=", lambda: cst.values(length=4, structure="offset", elements=st.just(1.0))),
+    ("dtype=int8", lambda: cst.values(length=4, dtype="int8", structure="offset")),
+    ("dtype=complex64", lambda: cst.values(length=4, dtype="complex64", structure="offset")),
+    ("dtype=float8_e4m3fn", lambda: cst.values(length=4, dtype=E4M3FN, structure="huge-max")),
+    ("shape=(4, 1)", lambda: cst.values(shape=(4, 1), structure="offset")),
+    ("shape=(4, 2)", lambda: cst.values(shape=(4, 2), structure=["huge-max", "mixed-magnitudes"])),
+    ("shape=(0, 8)", lambda: cst.values(shape=(0, 8), structure="huge-max")),
+    ("max_value=10", lambda: cst.values(length=4, structure="huge-max", max_value=10)),
+    ("max_value=11", lambda: cst.values(length=4, dtype="float16", structure="huge-max", max_value=11)),
+    ("min_value < 0 < max_value", lambda: cst.values(length=4, structure="mixed-magnitudes", min_value=0)),
+    ("max_value=1e-40", lambda: cst.values(length=4, structure="offset", min_value=0, max_value=1e-40)),
+    ("structure=", lambda: cst.sharded_arrays(shape=(4,), dtype="int8", structure="offset")),
+    ("shape=(2, 1)", lambda: cst.sharded_arrays(shape=(2, 1), structure="offset")),
+    ("max_value=10", lambda: cst.sharded_arrays(shape=(2, 4), structure="huge-max", max_value=10)),
+    ("unique=True", lambda: cst.sharded_arrays(shape=(2, 4), structure="offset", unique=True)),
 ]
 
 

@@ -234,6 +234,34 @@ def shrink_budget(seconds: float, stopped: str | None = None) -> Iterator[None]:
         engine.MAX_SHRINKING_SECONDS = before
 
 
+def print_in_examples(cls: type, printer: Callable[[Any, Any, bool], None]) -> bool:
+    """Have Hypothesis print instances of ``cls`` with ``printer(obj, p, cycle)`` (``p.text(...)``) in
+    falsifying examples and notes; False where that cannot be done (nothing is changed then).
+
+    Hypothesis's printer (its vendored IPython ``pretty``) takes printers for other packages'
+    types by module and name (``hypothesis.vendor.pretty.for_type_by_name``, outside its
+    ``__all__``); its public way, a ``_repr_pretty_`` method, would have to go on the class
+    itself.  ``st.builds`` (public) shows a drawn object as the call that made it, but only where
+    that call is shorter than a repr that is valid Python: a mesh of more than a dozen devices, or
+    with explicit axes, would print as JAX's repr, without its device ids.
+    """
+    try:
+        from hypothesis.vendor import pretty
+    except ImportError:
+        return False
+    register = getattr(pretty, "for_type_by_name", None)
+    table = getattr(pretty, "_deferred_type_pprinters", None)
+    if not callable(register) or not isinstance(table, dict):
+        return False
+    key = (cls.__module__, cls.__name__)
+    try:
+        register(*key, printer)
+    except Exception:  # noqa: BLE001 -- another signature: print as Hypothesis does
+        table.pop(key, None)
+        return False
+    return table.get(key) is printer
+
+
 def hypothesis_profile_name() -> str | None:
     """The name of the loaded Hypothesis profile (public from Hypothesis 6.139.0); None if unknown."""
     from hypothesis import settings

@@ -57,7 +57,8 @@ def mesh_text(mesh: Any) -> str:
         return repr(mesh)
     types = tuple(getattr(mesh, "axis_types", ()) or ())
     auto = all(str(t).endswith("Auto") for t in types)
-    shown = "" if auto else ", axis_types=(" + ", ".join(f"AxisType.{t.name}" for t in types) + ",)"
+    names = [f"AxisType.{t.name}" for t in types]
+    shown = "" if auto else ", axis_types=(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
     return f"mesh_from_ids({mesh_ids(mesh)}, {tuple(mesh.axis_names)!r}{shown})"
 
 

@@ -14,12 +14,13 @@ from typing import Any
 
 import jax
 import numpy as np
-from hypothesis import assume
+from hypothesis import assume, currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec, Sharding
 
+from conformance._src import internals
 from conformance._src.contract.terms import DATA_AXIS, Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
@@ -48,6 +49,17 @@ from conformance._src.library.dtypes import (
     x64_enabled,
 )
 from conformance._src.library.dtypes import check as _check
+from conformance._src.library.show import mesh_from_ids, mesh_ids, mesh_text, sharding_text
+from conformance._src.library.structure import (
+    Structure,
+    check_dtype,
+    check_feasible,
+    check_shape,
+    row_axis,
+    rows_fit,
+    structure_arg,
+    structured,
+)
 
 OTHER_AXIS = "model"
 MAX_LENGTH = LONG_MAX  # 2**20 + 7: past the thresholds where implementations change path
@@ -269,6 +281,8 @@ def values(
     allow_subnormal: bool | None = None,
     elements: st.SearchStrategy[Any] | None = None,
     unique: bool = False,
+    structure: str | Sequence[str] | None = None,
+    axis: int | None = None,
 ) -> st.SearchStrategy[np.ndarray]:
     """Arrays of ``dtype``: 1-D of ``length``, or of any ``shape`` (give one of them).
 
@@ -304,6 +318,27 @@ def values(
     bfloat16 and the float8 kinds through float32, rounded), and a long array
     is still not mostly one value: a palette of drawn elements fills it.
 
+    ``structure`` draws the inputs that break numerics by construction, not
+    by luck: every row along ``axis`` (default the last) of every array is
+    one of these kinds:
+
+    * ``"offset"``: a large offset and a tiny spread, ``c + s*u`` with
+      ``|c|/s`` about ``2**(p/2)`` (``p`` the dtype's significand bits): a
+      one-pass variance ``E[x**2] - E[x]**2`` loses every digit.
+    * ``"huge-max"``: a maximum finite in the dtype whose ``exp`` overflows it
+      (89.7 and up in float32): a softmax without the max shift gives NaN.
+    * ``"mixed-magnitudes"``: ``L`` and ``-L`` with small values below a
+      quarter of ``L``'s ulp between and around them: a sum in the dtype that
+      meets ``L`` first loses the small ones.
+
+    A sequence of kinds gives the rows the kinds in turn.  Structured dtypes
+    are float16, bfloat16, float32 and float64; the values are finite and
+    normal, within ``min_value`` and ``max_value`` if given (a structure they
+    leave no room for is an ``InvalidArgument``), and ``allow_nan=True``,
+    ``allow_infinity=True``, ``elements`` and ``unique=True`` do not go with
+    it.  Rows must have 2 elements or more for ``"offset"``, 3 for
+    ``"mixed-magnitudes"``.
+
     >>> values(dtype="int8", length=4).example().dtype
     dtype('int8')
     >>> values(dtype="bfloat16", shape=(2, 3)).example().shape
@@ -311,6 +346,9 @@ def values(
     >>> x = values(dtype="float32", shape=(4, 4), min_value=-10, max_value=10,
     ...            allow_nan=False, allow_infinity=False, allow_subnormal=False).example()
     >>> bool(np.isfinite(x).all() and (np.abs(x) <= 10).all())
+    True
+    >>> rows = values(shape=(4, 64), structure="huge-max").example()
+    >>> bool((rows.max(axis=-1) > np.log(np.finfo(np.float32).max)).all())
     True
     """
     _check((length is None) != (shape is None), "give values() a length or a shape, not both nor neither")
@@ -323,6 +361,7 @@ def values(
         elements=elements,
         unique=unique,
     )
+    how = structure_arg(structure, axis, wanted)
     dims: tuple[int, ...] | None = None
     if shape is not None:
         dims = _shape_arg(shape)
@@ -330,6 +369,13 @@ def values(
     found = dtype_arg(dtype)
     _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
     assert length is not None
+    if how is not None:
+        rows = dims if dims is not None else (length,)
+        check_dtype(how, found)
+        _values(found, 0, wanted)  # the bounds within the dtype's range, or InvalidArgument now
+        check_shape(how, rows)
+        check_feasible(how, found, wanted, rows[row_axis(how, rows)])
+        return structured(dtype=found, dims=rows, how=how, wanted=wanted)
     drawn = _values(found, length, wanted)
     if dims is not None:
         shaped = dims
@@ -418,6 +464,10 @@ def meshes(
     ``kind`` (a mesh kind of ``coverage.MESHES`` but ``default``) picks the
     kit's mesh kinds: ``1d``, ``2d`` (both axes of 2+ devices) or
     ``2d-data1`` (the data axis has one device, the rest replicates).
+
+    Hypothesis prints a drawn mesh as the call that rebuilds it, with its
+    device ids: ``mesh_from_ids([[3, 1], [0, 2]], ('data', 'model'))``
+    (``conformance.devices.mesh_from_ids``; ``shown``).
 
     The devices are counted when drawing, so building a strategy never
     starts JAX's backend; too few of them is an ``InvalidArgument`` that
@@ -564,8 +614,72 @@ def one_device_only(what: str) -> str:
     )
 
 
+def _rebuildable(mesh: Mesh) -> bool:
+    """Whether ``mesh_from_ids`` rebuilds ``mesh``: its devices are those ``jax.devices()`` has by
+    their ids (not another backend's, whose ids may repeat the default backend's)."""
+    by_id = {int(d.id): d for d in jax.devices()}
+    return all(by_id.get(int(d.id)) is d for d in mesh.devices.flat)
+
+
+_PRINTERS: list[bool] = []  # [whether Hypothesis prints meshes and shardings by device ids], once known
+
+
+def _printed_by_ids() -> bool:
+    """Have Hypothesis print every ``Mesh`` as ``show.mesh_text`` and every ``NamedSharding`` as
+    ``show.sharding_text`` (``internals.print_in_examples``), once, when a strategy first draws one;
+    False where Hypothesis's printer does not take them."""
+    if not _PRINTERS:
+        meshes_ok = internals.print_in_examples(Mesh, lambda obj, p, cycle: p.text(mesh_text(obj)))
+        shardings_ok = internals.print_in_examples(
+            NamedSharding, lambda obj, p, cycle: p.text(sharding_text(obj))
+        )
+        _PRINTERS.append(meshes_ok and shardings_ok)
+    return _PRINTERS[0]
+
+
 @st.composite
-def _meshes(
+def shown(draw: st.DrawFn, obj: Any) -> Any:
+    """``obj`` (a mesh or a ``NamedSharding``), drawn so that Hypothesis prints it by its device ids:
+    ``mesh_from_ids([[3, 1], [0, 2]], ('data', 'model'))`` (``show.mesh_text``), where JAX's repr of
+    a mesh has no device ids and most drawn meshes are shuffled subsets of the devices.
+
+    Hypothesis's printer is given ``show``'s texts for meshes and shardings (``_printed_by_ids``).
+    Where it does not take them, ``obj`` is drawn through ``st.builds`` instead: Hypothesis prints
+    a built object as the call that made it, ``mesh_from_ids(...)``, where that is the shorter text
+    (small meshes of ``Auto`` axes).  The call is made: JAX keeps one ``Mesh`` per layout, so it
+    gives ``obj`` itself or one equal to it.  A mesh of devices ``jax.devices()`` does not have
+    is drawn as it is.
+    """
+    if _printed_by_ids():
+        return obj
+    if isinstance(obj, NamedSharding):
+        kwargs: dict[str, st.SearchStrategy[Any]] = {}
+        if obj.memory_kind not in (None, "device"):  # as show.sharding_text: the device's own is the default
+            kwargs["memory_kind"] = st.just(obj.memory_kind)
+        return draw(st.builds(NamedSharding, shown(obj.mesh), st.just(obj.spec), **kwargs))
+    if not isinstance(obj, Mesh) or not _rebuildable(obj):
+        return obj
+    types = tuple(getattr(obj, "axis_types", ()) or ())
+    if not all(str(t).endswith("Auto") for t in types):
+        kwargs = {"axis_types": st.just(types)}
+    else:
+        kwargs = {}
+    return draw(st.builds(mesh_from_ids, st.just(mesh_ids(obj)), st.just(tuple(obj.axis_names)), **kwargs))
+
+
+def shown_sharding(mesh: Mesh, spec: PartitionSpec) -> st.SearchStrategy[NamedSharding]:
+    """``NamedSharding(mesh, spec)``, drawn through ``shown``: printed by its mesh's device ids."""
+    return shown(NamedSharding(mesh, spec))
+
+
+@st.composite
+def _meshes(draw: st.DrawFn, **how: Any) -> Mesh:
+    """A mesh of ``_mesh``, drawn through ``shown``: Hypothesis prints it by its device ids."""
+    return draw(shown(draw(_mesh(**how))))
+
+
+@st.composite
+def _mesh(
     draw: st.DrawFn,
     *,
     devices: Sequence[jax.Device] | None,
@@ -961,6 +1075,9 @@ def shardings(
     dimensions than the spec has); with ``shape``, ``divisible`` keeps the
     meshes that divide it, or not.
 
+    Hypothesis prints a drawn sharding with its mesh's device ids:
+    ``NamedSharding(mesh_from_ids([[3, 1], [0, 2]], ('data', 'model')), P('data', None))``.
+
     >>> shardings(shape=(8, 6), mesh=meshes(axis_names=("rows", "cols")))  # doctest: +ELLIPSIS
     ...
     >>> s = shardings(spec=P("batch", None)).example()  # doctest: +SKIP
@@ -981,13 +1098,13 @@ def shardings(
     assert rank is not None
     if isinstance(mesh, Mesh):
         specs = partition_specs(mesh, rank, shape=dims, divisible=divisible)
-        return specs.map(lambda spec: NamedSharding(mesh, spec))
+        return specs.flatmap(lambda spec: shown_sharding(mesh, spec))
     _check(mesh is None or isinstance(mesh, st.SearchStrategy), f"mesh={mesh!r} must be a Mesh or a strategy")
     drawn = (
         meshes(min_size=2) if mesh is None and divisible is False else mesh if mesh is not None else meshes()
     )
     pairs = _mesh_and_spec(meshes=drawn, ndim=rank, dims=dims, divisible=divisible)
-    return pairs.map(lambda ms: NamedSharding(*ms))
+    return pairs.flatmap(lambda ms: shown_sharding(*ms))
 
 
 def _spec_shardings(
@@ -1018,7 +1135,7 @@ def _spec_shardings(
                 f"spec={spec!r} over the mesh {dict(mesh.shape)} "
                 f"{'does not divide' if divisible else 'divides'} shape {dims} (divisible={divisible})",
             )
-        return st.just(NamedSharding(mesh, spec))
+        return shown_sharding(mesh, spec)
     _check(mesh is None or isinstance(mesh, st.SearchStrategy), f"mesh={mesh!r} must be a Mesh or a strategy")
     drawn = mesh if mesh is not None else meshes(with_axes=axes) if axes else meshes()
     return _spec_over(meshes=drawn, spec=spec, axes=axes, dims=dims, divisible=divisible)
@@ -1039,7 +1156,7 @@ def _spec_over(
         raise InvalidArgument(f"{_lacking(spec, axes, mesh)}: draw meshes(with_axes={axes!r})")
     if dims is not None and divisible is not None:
         assume(spec_divides(spec, mesh, dims) == divisible)
-    return NamedSharding(mesh, spec)
+    return draw(shown_sharding(mesh, spec))
 
 
 _SIDE_MULTIPLES = 3  # by default a side is at most this many multiples above its smallest
@@ -1131,9 +1248,10 @@ def _sharding_splits(sharding: Sharding, ndim: int | None) -> tuple[int, ...]:
 
 
 def _sides(
-    split: tuple[int, ...], *, min_side: int, max_side: int | None
+    split: tuple[int, ...], *, min_side: int, max_side: int | None, least: dict[int, int] | None = None
 ) -> st.SearchStrategy[tuple[int, ...]]:
-    """Shapes whose dimension ``d`` is a multiple of ``split[d]`` in ``[min_side, max_side]``."""
+    """Shapes whose dimension ``d`` is a multiple of ``split[d]`` in ``[min_side, max_side]``
+    (and at least ``least[d]``, where given)."""
     _check(type(min_side) is int and min_side >= 0, f"min_side={min_side!r} must be an int >= 0")
     _check(
         max_side is None or (type(max_side) is int and max_side >= min_side),
@@ -1141,14 +1259,15 @@ def _sides(
     )
     sides = []
     for d, parts in enumerate(split):
-        least = -(-min_side // parts)
-        most = max(least, 1) + _SIDE_MULTIPLES if max_side is None else max_side // parts
+        smallest = max(min_side, (least or {}).get(d, 0))
+        fewest = -(-smallest // parts)
+        most = max(fewest, 1) + _SIDE_MULTIPLES if max_side is None else max_side // parts
         _check(
-            least <= most,
+            fewest <= most,
             f"no multiple of {parts} (the parts dimension {d} is split into) lies in "
             f"[min_side={min_side}, max_side={max_side}]",
         )
-        sides.append(st.integers(least, most).map(functools.partial(operator.mul, parts)))
+        sides.append(st.integers(fewest, most).map(functools.partial(operator.mul, parts)))
     return st.tuples(*sides)
 
 
@@ -1170,6 +1289,8 @@ def sharded_arrays(
     allow_subnormal: bool | None = None,
     elements: st.SearchStrategy[Any] | None = None,
     unique: bool = False,
+    structure: str | Sequence[str] | None = None,
+    axis: int | None = None,
 ) -> st.SearchStrategy[np.ndarray | jax.Array]:
     """Arrays of ``dtype`` and ``shape`` with ``values``' values, placed as a caller places them.
 
@@ -1194,6 +1315,19 @@ def sharded_arrays(
     A 64-bit dtype (float64, int64, uint64, complex128) while
     ``jax_enable_x64`` is off is an ``InvalidArgument`` when drawn: JAX
     would make it 32-bit.
+
+    ``structure`` and ``axis`` are ``values``': every row along ``axis`` is
+    drawn with a structure that breaks numerics.  Without a
+    shape, the shapes drawn for the sharding have rows long enough for it; a
+    shape strategy's shape whose rows are too short is skipped (``assume``),
+    and a drawn dtype that has no structured values (not float16, bfloat16,
+    float32 or float64) is an ``InvalidArgument`` when drawn.
+
+    Hypothesis prints a ``jax.Array`` by its values only: each array placed
+    by a sharding (or on one device) notes its layout with the mesh's device
+    ids under the falsifying example, ``sharded_arrays drew a float32[8, 4]
+    array laid out by NamedSharding(mesh_from_ids([[3, 1], [0, 2]], ('data',
+    'model')), P('data', None))``.
 
     >>> sharded_arrays(shape=(4, 2), dtype="int8", placements=["numpy"]).example().shape
     (4, 2)
@@ -1229,12 +1363,19 @@ def sharded_arrays(
         elements=elements,
         unique=unique,
     )
+    how = structure_arg(structure, axis, wanted)
     dims: tuple[int, ...] | None = None
     if shape is not None and not isinstance(shape, st.SearchStrategy):
         dims = _shape_arg(shape)
     if not isinstance(dtype, st.SearchStrategy):
+        if how is not None:
+            check_dtype(how, dtype_arg(dtype))
         # a dtype values() can draw under these controls, or InvalidArgument now
-        _values(dtype_arg(dtype), 0 if dims is None else math.prod(dims), wanted)
+        _values(dtype_arg(dtype), 0 if dims is None or how is not None else math.prod(dims), wanted)
+    if how is not None and dims is not None:
+        check_shape(how, dims)
+        if not isinstance(dtype, st.SearchStrategy):
+            check_feasible(how, dtype_arg(dtype), wanted, dims[row_axis(how, dims)])
     dtypes_: st.SearchStrategy[np.dtype | str] = (
         dtype if isinstance(dtype, st.SearchStrategy) else st.just(dtype_arg(dtype))
     )
@@ -1260,6 +1401,7 @@ def sharded_arrays(
         kinds=kinds,
         wanted=wanted,
         strict=not isinstance(dtype, st.SearchStrategy),
+        how=how,
     )
 
 
@@ -1281,41 +1423,67 @@ def _sharded_arrays(
     kinds: tuple[str, ...],
     wanted: Controls = Controls(),
     strict: bool = True,
+    how: Structure | None = None,
 ) -> np.ndarray | jax.Array:
     """The body of ``sharded_arrays``; ``shapes=None``: drawn for the drawn ``sharding``."""
     dtype = dtype_arg(draw(dtypes))
     if is_x64(dtype) and not x64_enabled():
         raise InvalidArgument(needs_x64("sharded_arrays()", dtype))
+    if how is not None:
+        check_dtype(how, dtype)
     layout: Sharding | st.SearchStrategy[Sharding] | None = sharding
     if shapes is None:
         assert sharding is not None
         layout = draw(sharding) if isinstance(sharding, st.SearchStrategy) else sharding
         if not isinstance(layout, Sharding):
             raise InvalidArgument(f"the sharding strategy drew {layout!r}, not a jax.sharding.Sharding")
-        dims = draw(_shapes_of(layout))
+        dims = draw(_shapes_of(layout, how))
     else:
         dims = _shape_arg(draw(shapes))
-    host = draw(_values(dtype, math.prod(dims), wanted, strict=strict).map(lambda a: a.reshape(dims)))
+    if how is not None:
+        assume(rows_fit(how, dims))  # a drawn shape with rows too short for the structure
+        host = draw(structured(dtype=dtype, dims=dims, how=how, wanted=wanted))
+    else:
+        host = draw(_values(dtype, math.prod(dims), wanted, strict=strict).map(lambda a: a.reshape(dims)))
     kind = draw(st.sampled_from(kinds))
     if kind == "numpy":
         return host
     if kind == "uncommitted":
         return jax.device_put(host)
     if kind == "device":
-        return jax.device_put(host, draw(st.sampled_from(jax.devices())))
+        device = draw(st.sampled_from(jax.devices()))
+        _note(f"sharded_arrays drew {_described(host)} committed to device {int(device.id)}")
+        return jax.device_put(host, device)
     if layout is None:
         layout = shardings(shape=dims)
     if isinstance(layout, st.SearchStrategy):
         layout = draw(layout)
     if not _fits(layout, dims):
         raise InvalidArgument(f"the drawn sharding {layout!r} does not lay out shape {dims} in equal parts")
+    _note(f"sharded_arrays drew {_described(host)} laid out by {sharding_text(layout)}")
     return jax.device_put(host, layout)
 
 
-def _shapes_of(layout: Sharding) -> st.SearchStrategy[tuple[int, ...]]:
-    """``shapes(sharding=layout)`` for a drawn layout; one that names no dimensions is refused clearly."""
+def _described(host: np.ndarray) -> str:
+    return f"a {host.dtype.name}[{', '.join(map(str, host.shape))}] array"
+
+
+def _note(text: str) -> None:
+    """``hypothesis.note(text)``: printed under the falsifying example, where a ``jax.Array``
+    shows its values but not its layout.  Outside a test (no build context) nothing."""
+    if currently_in_test_context():
+        note(text)
+
+
+def _shapes_of(layout: Sharding, how: Structure | None = None) -> st.SearchStrategy[tuple[int, ...]]:
+    """``shapes(sharding=layout)`` for a drawn layout; one that names no dimensions is refused clearly.
+    With a structure, the rows along its axis are long enough for it."""
     if not isinstance(layout, NamedSharding):
         raise InvalidArgument(
             f"sharded_arrays() without a shape draws shapes for a NamedSharding, not {layout!r}: give a shape"
         )
-    return shapes(sharding=layout)
+    if how is None:
+        return shapes(sharding=layout)
+    split = _sharding_splits(layout, None)
+    axis = row_axis(how, split, drawn=True)
+    return _sides(split, min_side=1, max_side=None, least={axis: how.min_row})
