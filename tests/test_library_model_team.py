@@ -158,9 +158,13 @@ def test_precision_is_blamed_only_where_rounding_explains_the_error() -> None:
     x = np.random.default_rng(2).normal(size=(64,)).astype(np.float32)
     narrow = x.astype(jax.numpy.bfloat16).astype(np.float32)
     hint = _fails("not within", assert_values_close, narrow, x).hint or ""
-    assert "within bfloat16's" in hint and "precision" in hint, hint
+    assert "every wrong element is a bfloat16 value" in hint and "runs in bfloat16" in hint, hint
     hint = _fails("not within", assert_values_close, x * 2, x).hint or ""
     assert "not a matter of precision" in hint, hint
+    # Off by 0.04% as a wrong formula is (eps outside a sqrt), in float32 values: no precision blamed.
+    formula = (x * np.float32(1.0004)).astype(np.float32)
+    hint = _fails("not within", assert_values_close, formula, x).hint or ""
+    assert "not a matter of precision" in hint and "bfloat16" not in hint, hint
 
 
 # ---------------------------------------------------------------------------

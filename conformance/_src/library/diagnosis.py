@@ -7,8 +7,9 @@ shards, the pattern they make, and whether rounding can explain them.
   the wrong elements all scaled by one factor (a mesh axis's size: a ``psum`` where a ``pmean``
   belongs, or one too many), offset by one amount, zero, or lying on shard edges.
 * ``exact_hint`` and ``close_hint``: arithmetic, when the shards say nothing.  Precision is
-  blamed only where rounding explains the error: within a few ulp of the dtype, or within the
-  rounding of a narrower type (bfloat16, float16) the computation may run in.
+  blamed only where rounding explains the error: within a few ulp of the dtype, or where every
+  wrong element is a value of a narrower type (bfloat16, float16) within its rounding, as a
+  computation run in that type returns.
 * ``whole``: a small leaf printed whole, both arrays, as ``numpy.testing`` does.
 
 Everything here reads host data and shard indices; nothing raises.
@@ -20,6 +21,7 @@ import math
 from typing import Any
 
 import jax
+import ml_dtypes
 import numpy as np
 
 from conformance._src.library import tolerance, values
@@ -217,11 +219,17 @@ def exact_hint(have: np.ndarray, want: np.ndarray, bad: np.ndarray) -> str:
     return hint
 
 
-def _narrower(have: np.ndarray, relative: np.ndarray) -> str | None:
-    """The narrowest float type whose rounding explains every relative error, if one does."""
-    itemsize = have.dtype.itemsize if have.dtype.kind != "c" else have.dtype.itemsize // 2
+def _narrower(got: np.ndarray, relative: np.ndarray) -> str | None:
+    """The narrower float type the wrong elements were computed in, where that shows: every one
+    is a value of that type (it round-trips through it exactly) and within its rounding."""
+    parts = [got.real, got.imag] if got.dtype.kind == "c" else [got]
+    if not len(relative) or parts[0].dtype.itemsize <= 2:
+        return None
     for name, eps in _NARROWER:
-        if itemsize > 2 and len(relative) and bool((relative <= 4 * eps).all()):
+        narrow = np.dtype(getattr(ml_dtypes, name) if name == "bfloat16" else name)
+        with np.errstate(over="ignore", invalid="ignore"):
+            exact = all(bool((p.astype(narrow).astype(p.dtype) == p).all()) for p in parts)
+        if exact and bool((relative <= 4 * eps).all()):
             return name
     return None
 
@@ -267,16 +275,16 @@ def close_hint(
     far = "" if most is None else f" ({int(most)} ulp)"
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = np.where(magnitudes > 0, errors / magnitudes, np.inf)
-    narrower = _narrower(have, relative)
+    narrower = _narrower(have[bad], relative)
     if narrower is not None:
         return (
-            f"further off than {have.dtype}'s rounding{far}, but within {narrower}'s: look at the "
-            f"precision the computation runs in (a cast to {narrower}, jax.default_matmul_precision), "
-            "or an accumulation that loses digits"
+            f"further off than {have.dtype}'s rounding{far}, and every wrong element is a {narrower} "
+            f"value within {narrower}'s rounding: the computation runs in {narrower} (a cast, "
+            "jax.default_matmul_precision); compute in the input's dtype"
         )
     return (
-        f"further off than rounding{far}, even through bfloat16: not a matter of precision or "
-        "tolerance; look at the formula and at the data each wrong element is computed from"
+        f"further off than rounding{far}: not a matter of precision or tolerance; look at the "
+        "formula and at the data each wrong element is computed from"
     )
 
 
