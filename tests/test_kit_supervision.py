@@ -320,3 +320,22 @@ def test_two_watched_workers_survive_crashes_too() -> None:
     assert found["call.smoke"] == "passed"
     assert found["result.type"] == found["values.float32"] == found["layout.mesh"] == "crashed", found
     assert not _left_behind(mark)
+
+
+def test_a_process_that_ends_after_a_call_returned_is_rerun_with_that_call(tmp_path: Path) -> None:
+    """A crash outside a call (while the kit judged the result, or in the agreement step of a
+    multi-process run) names the last call's input and gives its rerun line; with no call yet
+    there is nothing to rerun."""
+    from conformance._src.calling.supervise import CallLog, crash_verdict
+
+    log = CallLog(tmp_path / "log.json")
+    log.begin("values.float32", "length 3, dtype float32", "python -m pytest ... --case eNoX", 60.0)
+    log.end("values.float32")
+    entry = json.loads((tmp_path / "log.json").read_text())
+    assert "deadline" not in entry, entry
+    message = crash_verdict("values.float32", entry, -6, False, None, 60.0).message
+    assert "outside a call of the implementation" in message, message
+    assert "  after:    the call on length 3, dtype float32 returned" in message, message
+    assert "  rerun:    python -m pytest ... --case eNoX" in message, message
+    first = crash_verdict("values.float32", {"check": "values.float32"}, -6, False, None, 60.0)
+    assert "rerun" not in first.message

@@ -179,8 +179,9 @@ def launcher_verdict(
     # The process that died in a call speaks first; the others' endings follow in a line each.
     first = min(died, key=lambda e: ("deadline" not in entries[e.rank], e.rank))
     entry = dict(entries[first.rank])
-    if "rerun" in entry:
-        entry["rerun"] = rerun(entry["rerun"])
+    for key in ("rerun", "last_rerun"):
+        if key in entry:
+            entry[key] = rerun(entry[key])
     verdict = crash_verdict(
         check_id,
         entry,

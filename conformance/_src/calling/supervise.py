@@ -173,6 +173,7 @@ class CallLog:
 
     path: Path
     _fault: Any = None  # faulthandler's file, open as long as the process lives
+    _last: dict[str, str] = field(default_factory=dict)  # the last call's check, input and rerun
 
     def _write(self, entry: dict[str, Any]) -> None:
         entry["pid"] = os.getpid()
@@ -182,6 +183,7 @@ class CallLog:
 
     def begin(self, check_id: str, input_text: str, rerun: str, timeout: float) -> None:
         now = time.time()
+        self._last = {"check": check_id, "input": input_text, "rerun": rerun}
         self._write(
             {
                 "check": check_id,
@@ -193,7 +195,11 @@ class CallLog:
         )
 
     def end(self, check_id: str) -> None:
-        self._write({"check": check_id})
+        """The call returned: no call in flight; its input and rerun are kept as the last call's
+        (a process that ends while the kit judges that result is rerun with it)."""
+        last = self._last if self._last.get("check") == check_id else {}
+        kept = {"last_input": last["input"], "last_rerun": last["rerun"]} if last else {}
+        self._write({"check": check_id, **kept})
 
     def progress(self, what: str, done: int, total: int, unit: str) -> None:
         """How far a long step of the worker is (``done`` of ``total`` ``unit``), for the watcher to show."""
@@ -333,6 +339,9 @@ def crash_verdict(
         lines.append(f"  hint:     {hint}")
     if in_call:
         lines.append(f"  rerun:    {entry['rerun']}")
+    elif entry.get("check") == check_id and "last_rerun" in entry:  # ended after a call returned
+        lines.insert(1, f"  after:    the call on {entry['last_input']} returned")
+        lines.append(f"  rerun:    {entry['last_rerun']}")
     return CheckVerdict(check_id, status=Status.CRASHED, message="\n".join(lines))
 
 
