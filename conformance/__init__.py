@@ -10,6 +10,8 @@ The public face, the modules a user imports or runs (each keeps its import path)
                           kit draws for ``pjit_double``
 * ``assertions``       -- assertions for any sharded code (values, layout, jit, compiles, the
                           caller's input), raising ``AssertionFailed`` with what was expected
+* ``contracts``        -- ``Contract`` and ``Argument``: declare your own sharded function's
+                          contract and run the kit's every check on it (``--contract MODULE:ATTR``)
 * ``devices``          -- ``ensure_host_devices(N)``: forced CPU devices outside pytest
 * ``plugin``           -- the pytest plug-in (``--impl``, ``--host-devices``, the ``host_devices``
                           fixture), loaded through the ``pytest11`` entry point
@@ -29,6 +31,8 @@ order the data flows from ``--impl`` to a verdict:
                         the check catalogue, the checks, each check's input domain, JAX's known bugs
 * ``_src.inputs``    -- the inputs: a case and its token, the coverage cells, the covering
                         schedule, histories of calls (Hypothesis's state machine)
+* ``_src.declared``  -- declared contracts (``conformance.contracts``): the contract and its
+                        validation, the inputs it gives, its engine and its generic checks
 * ``_src.running``   -- running one check: the Kit, gates, the shared pass, Hypothesis, the pool
 * ``_src.library``   -- the bodies of the public strategies and assertions, and the jit finder
 * ``_src.reporting`` -- the verdict record and the report

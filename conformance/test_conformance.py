@@ -7,14 +7,21 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance._src.contract import checks  # noqa: F401 -- registers the checks
-from conformance._src.contract.catalogue import CHECKS
+from conformance._src.contract.catalogue import ids_for
+from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
+from conformance._src.session.options import declared_contract
 from conformance.plugin import VERDICT_PROPERTY
 
 if TYPE_CHECKING:
     from conformance._src.running.kit import Kit
 
 
-@pytest.mark.parametrize("check_id", list(CHECKS))
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per check of the run's contract: pjit_double's (seed, full), or a declared one's."""
+    if "check_id" in metafunc.fixturenames:
+        metafunc.parametrize("check_id", ids_for(declared_contract(metafunc.config)))
+
+
 def test_check(check_id: str, conformance_kit: Kit, record_property: Any) -> None:
     try:
         conformance_kit.run_check(check_id)

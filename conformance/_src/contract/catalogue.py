@@ -52,13 +52,14 @@ class Check:
     id: str
     title: str
     contracts: frozenset[Contract]
-    body: Callable[[Any, Any], None]  # (kit, a Case, a history token for history checks, or None)
+    body: Callable[[Any, Any], Any]  # (kit, a Case, a history token for history checks, or None)
     domain: Domain | None  # None: the check makes its own calls, once
     gate: bool = False
     examples: float = 1.0  # share of the profile's max_examples this check draws
     min_devices: int = 1  # under the full contract; the seed contract is one device
     needs: tuple[str, ...] = ()  # the self-test's probes (selftest.PROBES) its verdict rests on
     history: bool = False  # searches histories of calls itself (history.py); --case is a history token
+    declared: bool = False  # a check of declared contracts (conformance.contracts), run by their engine
 
     def devices_needed(self, contract: Contract) -> int:
         return 1 if contract is Contract.SEED else self.min_devices
@@ -84,15 +85,18 @@ def check(
     min_devices: int = 1,
     needs: tuple[str, ...] = (),
     history: bool = False,
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    declared: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
     if min_devices > 1 and gate:
         raise ValueError(f"gate check {id!r} must run on one device")
 
-    def register(body: Callable[..., None]) -> Callable[..., None]:
+    def register(body: Callable[..., Any]) -> Callable[..., Any]:
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
-        CHECKS[id] = Check(id, title, contracts, body, domain, gate, examples, min_devices, needs, history)
+        CHECKS[id] = Check(
+            id, title, contracts, body, domain, gate, examples, min_devices, needs, history, declared
+        )
         return body
 
     return register
@@ -117,6 +121,11 @@ def needs_devices(check_id: str, contract: Contract) -> None:
     reason = not_applicable(check_id, contract)
     if reason is not None:
         pytest.skip(reason)
+
+
+def ids_for(declared: bool) -> list[str]:
+    """The checks of a run: ``pjit_double``'s (seed and full), or those of a declared contract."""
+    return [c.id for c in CHECKS.values() if c.declared == declared]
 
 
 def gates_for(contract: Contract) -> list[Check]:

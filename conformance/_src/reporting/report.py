@@ -142,7 +142,7 @@ def to_json(report: Report) -> dict[str, Any]:
             {
                 "id": r.id,
                 "title": CHECKS[r.id].title if r.id in CHECKS else "",
-                "contracts": sorted(c.value for c in CHECKS[r.id].contracts) if r.id in CHECKS else [],
+                "contracts": _contracts_of(CHECKS[r.id]) if r.id in CHECKS else [],
                 "status": r.status.value,
                 "message": r.message,
                 "counterexample": r.counterexample,
@@ -237,7 +237,7 @@ def left_out_lines(report: Report) -> list[str]:
 
 def markdown(report: Report) -> str:
     lines = [
-        f"**pjit_double conformance: {headline(report)}** -- `{report.spec}`, contract `{report.contract}`, "
+        f"**{title(report)}: {headline(report)}** -- `{report.spec}`, contract `{report.contract}`, "
         f"profile `{report.profile}`, {report.devices} devices",
         "",
         f"Environment: {environment_line(report)}",
@@ -442,5 +442,18 @@ def print_checks(stream: Any = sys.stdout) -> None:
 
     width = max(len(c) for c in CHECKS)
     for check in CHECKS.values():
-        contracts = "seed+full" if len(check.contracts) == 2 else "full only"
+        contracts = (
+            "declared" if check.declared else "seed+full" if len(check.contracts) == 2 else "full only"
+        )
         print(f"{check.id:<{width}}  {contracts:<9}  {check.title}", file=stream)
+
+
+def title(report: Report) -> str:
+    """What the run judged: pjit_double's contract (seed, full), or a declared contract."""
+    if report.contract in ("seed", "full"):
+        return "pjit_double conformance"
+    return "conformance to a declared contract"
+
+
+def _contracts_of(check: Any) -> list[str]:
+    return ["declared"] if check.declared else sorted(c.value for c in check.contracts)

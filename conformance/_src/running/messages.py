@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import Protocol
 
 from conformance._src.contract.terms import Contract, data_axis_size
 from conformance._src.inputs.case import UNCOMMITTED, Case, describe_placement
@@ -25,12 +26,18 @@ def one_line(text: str, limit: int = 600) -> str:
     return cut[: end + 1].rstrip() + " [...]"
 
 
+class Described(Protocol):
+    """An input that names itself in words (a ``Case``, a declared contract's ``Call``)."""
+
+    def describe(self) -> str: ...
+
+
 def block(
     check_id: str,
     summary: str,
     *,
-    history: Sequence[Case] | None,
-    case: Case | None,
+    history: Sequence[Described] | None,
+    case: Described | None,
     expected: str,
     got: str,
     hint: str | None,

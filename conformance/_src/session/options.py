@@ -41,8 +41,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--contract",
         default="full",
-        choices=["seed", "full"],  # conformance.contract.Contract's values (importing it imports JAX)
-        help="seed: the exercise as written; full: plus mesh=, dtypes, placements (default)",
+        metavar="seed|full|MODULE:ATTR",
+        help="seed: pjit_double as written; full: plus mesh=, dtypes, placements (default); "
+        "MODULE:ATTR or path/to/file.py:ATTR: a conformance.contracts.Contract for your own function",
     )
     group.addoption(
         "--devices",
@@ -136,6 +137,7 @@ def list_checks(config: pytest.Config) -> int | None:
         return None
     _require_dependencies()
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
     from conformance._src.reporting.report import print_checks
 
     print_checks()
@@ -148,12 +150,21 @@ def validate(config: pytest.Config) -> None:
     _validate_impl(config)
     _validate_numbers(config)
     _validate_profile(config)
+    _validate_contract(config)
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
+    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
 
     unknown = [c for c in config.getoption("--check") if c not in CHECKS]
     if unknown:
         raise pytest.UsageError(f"--check {unknown[0]}: no such check (pytest --list-checks prints them)")
+    other = [c for c in config.getoption("--check") if CHECKS[c].declared != declared_contract(config)]
+    if other:
+        kind = "a declared contract's" if CHECKS[other[0]].declared else "pjit_double's (seed, full)"
+        raise pytest.UsageError(
+            f"--check {other[0]}: it is one of {kind} checks, "
+            f"not of --contract {config.getoption('--contract')}"
+        )
     if config.getoption("--case") is not None:
         _validate_case(config)
     if config.getoption("--xfail-file"):
@@ -189,6 +200,38 @@ def _validate_impl(config: pytest.Config) -> None:
         loader.choose_spec(config.getoption("--impl"))
     except loader.ImplSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+# ---------------------------------------------------------------------------
+# --contract
+
+
+def declared_contract(config: pytest.Config) -> bool:
+    """Whether --contract names a declared contract (MODULE:ATTR) rather than seed or full."""
+    return config.getoption("--contract") not in ("seed", "full")
+
+
+def _validate_contract(config: pytest.Config) -> None:
+    """seed, full, or a declared contract that loads and is one the kit can judge by."""
+    value = config.getoption("--contract")
+    if not declared_contract(config):
+        return
+    if ":" not in value:
+        raise pytest.UsageError(
+            f"--contract {value}: give seed, full, or MODULE:ATTR / path/to/file.py:ATTR naming a "
+            f"conformance.contracts.Contract"
+        )
+    from conformance._src.declared.contract import ContractError, load
+
+    try:
+        load(value)
+    except ContractError as exc:
+        raise pytest.UsageError(f"--contract {value}: {exc}") from None
+    if config.getoption("--case") is not None:
+        raise pytest.UsageError(
+            "--case replays pjit_double's inputs; a declared contract's check reruns with its "
+            "--hypothesis-seed (the failure's rerun line gives it)"
+        )
 
 
 # ---------------------------------------------------------------------------

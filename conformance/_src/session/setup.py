@@ -22,7 +22,7 @@ import pytest
 from conformance._src import internals
 from conformance._src.calling import devices, loader
 from conformance._src.session import scope
-from conformance._src.session.options import host_device_count
+from conformance._src.session.options import declared_contract, host_device_count
 from conformance._src.session.state import (
     KIT_KEY,
     PROBE_KEY,
@@ -82,6 +82,7 @@ def configure(config: pytest.Config) -> None:
     """A run of the suite: check what options alone cannot, then set up this process's part."""
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
+    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
     from conformance._src.session.options import read_xfail_file  # checked there first, before anything runs
 
     if config.getoption("--case") and len(config.getoption("--check")) != 1:
@@ -160,7 +161,7 @@ def schedule_seed(config: pytest.Config) -> int:
 
 def _new_report(config: pytest.Config, spec: str, impl_version: str | None, count: int) -> Any:
 
-    from conformance._src.contract.catalogue import CHECKS
+    from conformance._src.contract.catalogue import ids_for
     from conformance._src.reporting.report import Report
 
     profile = internals.hypothesis_profile_name() or "unknown"
@@ -174,7 +175,7 @@ def _new_report(config: pytest.Config, spec: str, impl_version: str | None, coun
         profile=profile,
         seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" or distributed else None),
         devices=count,
-        expected=list(CHECKS),
+        expected=ids_for(declared_contract(config)),
         xfails=dict(xfails),
         schedule_seed=schedule_seed(config),
     )
@@ -229,9 +230,6 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         impl = loader.load_impl(request.spec, request.origin)
     except loader.ImplSpecError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from conformance._src.contract.terms import Contract
-
-    contract = Contract(config.getoption("--contract"))
     timeout = config.getoption("--call-timeout")
     workerinput = getattr(config, "workerinput", None)
     call_log = supervise.call_log_for(workerinput)
@@ -242,24 +240,33 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         # Wait for the slowest process: its own call may take up to a timeout.
         cluster = Cluster.current(timeout=2 * timeout + 30)
 
-    from conformance._src.inputs.schedule import Schedule
+    # Watched by a supervisor, the watchdog ends a call at the timeout (GIL
+    # held or not); the runner's own limit is only a fallback behind it.
+    runner = Runner(timeout=timeout if call_log is None else 2 * timeout + 30)
+    profile = internals.hypothesis_profile_name() or "unknown"
+    kit: Any
+    if declared_contract(config):
+        kit = _declared_kit(config, request, impl, runner, profile, count)
+    else:
+        from conformance._src.contract.terms import Contract
+        from conformance._src.inputs.schedule import Schedule
 
-    config.stash[KIT_KEY] = kit = Kit(
-        impl=impl,
-        spec=request.spec,
-        contract=contract,
-        devices=count,
-        # Watched by a supervisor, the watchdog ends a call at the timeout (GIL
-        # held or not); the runner's own limit is only a fallback behind it.
-        runner=Runner(timeout=timeout if call_log is None else 2 * timeout + 30),
-        user_timeout=timeout,
-        profile=internals.hypothesis_profile_name() or "unknown",
-        replay=config.getoption("--case"),
-        cluster=cluster,
-        crashed_gates=supervise.crashed_gates(workerinput),
-        schedule=Schedule(schedule_seed(config), contract),
-        selected=frozenset(config.getoption("--check")) or None,
-    )
+        contract = Contract(config.getoption("--contract"))
+        kit = Kit(
+            impl=impl,
+            spec=request.spec,
+            contract=contract,
+            devices=count,
+            runner=runner,
+            user_timeout=timeout,
+            profile=profile,
+            replay=config.getoption("--case"),
+            cluster=cluster,
+            crashed_gates=supervise.crashed_gates(workerinput),
+            schedule=Schedule(schedule_seed(config), contract),
+            selected=frozenset(config.getoption("--check")) or None,
+        )
+    config.stash[KIT_KEY] = kit
     if call_log is None and cluster is not None:
         from conformance._src.calling.distributed import state_dir
 
@@ -276,3 +283,28 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         report.backend, report.device_kind = found[0].platform, found[0].device_kind
         report.process_count = jax.process_count()  # in a cluster: every process's devices above
         report.process_index = jax.process_index()
+
+
+def _declared_kit(
+    config: pytest.Config, request: loader.ImplRequest, impl: Any, runner: Any, profile: str, count: int
+) -> Any:
+    """The engine of a declared contract (--contract MODULE:ATTR), checked against the function."""
+    from conformance._src.declared.contract import ContractError, check_signature, load
+    from conformance._src.declared.engine import DeclaredKit
+
+    spec = config.getoption("--contract")
+    try:
+        contract = load(spec)
+        check_signature(contract, impl, request.spec)
+    except ContractError as exc:
+        raise pytest.UsageError(f"--contract {spec}: {exc}") from None
+    return DeclaredKit(
+        impl=impl,
+        spec=request.spec,
+        contract=contract,
+        contract_spec=spec,
+        devices=count,
+        runner=runner,
+        profile=profile,
+        seed=schedule_seed(config),
+    )

@@ -66,6 +66,7 @@ class SupervisionHooks:
         ):
             from conformance._src.contract import checks  # noqa: F401 -- registers the checks
             from conformance._src.contract.catalogue import CHECKS
+            from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
 
             # Every check may crash its worker once, and all of them still get a verdict.
             config.option.maxworkerrestart = str(2 * len(CHECKS))

@@ -168,7 +168,9 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
         return  # process 0 speaks for the cluster
     if report.duration < 0:
         report.duration += time.perf_counter()
-    terminalreporter.section("pjit_double conformance")
+    from conformance._src.reporting.report import title
+
+    terminalreporter.section(title(report))
     write_summary(report, config.getoption("--conformance-report"), terminalreporter.write_line)
 
 

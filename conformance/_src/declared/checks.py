@@ -1,0 +1,269 @@
+"""The checks of a declared contract: each one judgement of the kit, generic over the contract.
+
+Registered in the one catalogue (contract/catalogue.py) as ``declared`` checks, run by the
+declared engine (engine.py) on inputs drawn from the contract (draw.py), judged with the
+library's assertions.  A body returns how many examples it judged; one that has nothing to judge
+in this contract raises ``NotApplicable`` saying why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from conformance._src.calling import calls as calling
+from conformance._src.contract.catalogue import check
+from conformance._src.declared import draw
+from conformance._src.declared.contract import MESH_KEYWORD, NUMPY
+from conformance._src.declared.draw import Call
+from conformance._src.declared.engine import DeclaredKit, NotApplicable
+from conformance._src.library.assertions import (
+    AssertionFailed,
+    assert_input_intact,
+    assert_jit_shardings,
+    assert_layout,
+    assert_values_close,
+)
+from conformance._src.running.messages import one_line
+
+
+def _is_spec(value: Any) -> bool:
+    return isinstance(value, PartitionSpec)
+
+
+def targets(call: Call) -> Any:
+    """The result's layouts: the contract's ``out`` specs over the call's mesh."""
+    return jax.tree_util.tree_map(lambda s: NamedSharding(call.mesh, s), call.contract.out, is_leaf=_is_spec)
+
+
+def expected_dtypes(call: Call, expected: Any) -> Any:
+    """The dtype rule: the contract's ``dtype`` of the input dtypes, else the first input's dtype."""
+    rule = call.contract.dtype
+    if rule is None:
+        first = call.hosts[0].dtype
+        return jax.tree_util.tree_map(lambda _: first, expected)
+    given = rule(*[h.dtype for h in call.hosts])
+    if isinstance(given, (str, np.dtype, type)):
+        dtype = np.dtype(jax.numpy.dtype(given))
+        return jax.tree_util.tree_map(lambda _: dtype, expected)
+    return jax.tree_util.tree_map(lambda d: np.dtype(jax.numpy.dtype(d)), given)
+
+
+def expected_of(call: Call) -> Any:
+    """The oracle's result for the call's values, each leaf in the dtype the rule gives."""
+    raw = call.contract.oracle(*[np.array(h) for h in call.hosts], **dict(call.contract.keywords))
+    raw = jax.tree_util.tree_map(np.asarray, raw)
+    dtypes = expected_dtypes(call, raw)
+    return jax.tree_util.tree_map(lambda v, d: np.asarray(v).astype(d), raw, dtypes)
+
+
+def _judge(kit: DeclaredKit, call: Call, assertion: Any) -> None:
+    try:
+        assertion()
+    except AssertionFailed as failed:
+        kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=failed.hint)
+
+
+def _host(leaf: Any, dtype: np.dtype) -> Any:
+    if isinstance(leaf, jax.Array) and leaf.dtype == dtype:
+        return leaf  # the library's diagnosis reads its shards
+    return np.asarray(leaf).astype(dtype) if hasattr(leaf, "dtype") else leaf
+
+
+def judge_values(kit: DeclaredKit, call: Call, result: Any) -> None:
+    expected = expected_of(call)
+    got = result
+    if str(jax.tree_util.tree_structure(result)) == str(jax.tree_util.tree_structure(expected)):
+        got = jax.tree_util.tree_map(lambda r, e: _host(r, e.dtype), result, expected)
+    _judge(
+        kit,
+        call,
+        lambda: assert_values_close(got, expected, rtol=call.contract.rtol, atol=call.contract.atol),
+    )
+
+
+def judge_layout(kit: DeclaredKit, call: Call, result: Any) -> None:
+    _judge(kit, call, lambda: assert_layout(result, targets(call)))
+
+
+def judge_intact(kit: DeclaredKit, call: Call, arguments: list[Any]) -> None:
+    for arg, host, given in zip(call.contract.arguments, call.hosts, arguments, strict=True):
+        _judge(kit, call, lambda h=host, g=given, n=arg.name: assert_input_intact(h, g, what=n))
+
+
+@check("fn.values", "the result equals the oracle's within the contract's tolerance", declared=True)
+def fn_values(kit: DeclaredKit, _: None) -> int:
+    def body(call: Call) -> None:
+        _, result = kit.result(call)
+        judge_values(kit, call, result)
+
+    return kit.search(draw.calls(kit.contract), body)
+
+
+@check("fn.dtype", "each result keeps the dtype the contract's rule gives", declared=True)
+def fn_dtype(kit: DeclaredKit, _: None) -> int:
+    def body(call: Call) -> None:
+        _, result = kit.result(call)
+        want = expected_dtypes(call, expected_of(call))
+        got_leaves = jax.tree_util.tree_leaves(result)
+        want_leaves = jax.tree_util.tree_leaves(want)
+        for k, (got, dtype) in enumerate(zip(got_leaves, want_leaves, strict=False)):
+            if getattr(got, "dtype", None) != dtype:
+                kit.fail(
+                    "the result has another dtype",
+                    call,
+                    expected=f"result leaf {k} of dtype {dtype.name}",
+                    got=f"dtype {getattr(got, 'dtype', type(got).__name__)}",
+                    hint="compute in the input's dtype, or declare the rule (Contract(dtype=...))",
+                )
+
+    return kit.search(draw.calls(kit.contract), body, share=0.5)
+
+
+@check("fn.layout", "each result is laid out as the contract's out spec says, shard by shard", declared=True)
+def fn_layout(kit: DeclaredKit, _: None) -> int:
+    def body(call: Call) -> None:
+        _, result = kit.result(call)
+        judge_layout(kit, call, result)
+
+    return kit.search(draw.calls(kit.contract), body)
+
+
+@check("fn.jit", "each result came out of jax.jit with the contract's out shardings", declared=True)
+def fn_jit(kit: DeclaredKit, _: None) -> int:
+    def body(call: Call) -> None:
+        args, kwargs, impl, want = call.arguments(), call.keywords(), kit.impl, targets(call)
+        outcome = kit.run(
+            call,
+            lambda: calling.finished(
+                assert_jit_shardings(impl, *args, in_shardings=None, out_shardings=want, **kwargs)
+            ),
+        )
+        if isinstance(outcome.error, AssertionFailed):
+            failed = outcome.error
+            kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=failed.hint)
+        if outcome.error is not None:
+            kit.fail_raised(call, outcome.error)
+
+    return kit.search(draw.calls(kit.contract), body, share=0.5)
+
+
+@check("fn.input-intact", "the caller's arguments are neither deleted nor changed by a call", declared=True)
+def fn_input_intact(kit: DeclaredKit, _: None) -> int:
+    def body(call: Call) -> None:
+        args, _ = kit.result(call)
+        judge_intact(kit, call, args)
+
+    return kit.search(draw.calls(kit.contract), body, share=0.5)
+
+
+@check(
+    "fn.global-state", "a call leaves JAX's configuration and mesh context as it found them", declared=True
+)
+def fn_global_state(kit: DeclaredKit, _: None) -> int:
+    def body(call: Call) -> None:
+        before = kit.run(call, calling.global_state).result
+        kit.result(call)
+        after = kit.run(call, calling.global_state).result
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        if changed:
+            name = changed[0]
+            kit.fail(
+                f"the call changed global state ({len(changed)} setting(s): {', '.join(changed[:5])})",
+                call,
+                expected=f"{name} = {before.get(name)}",
+                got=f"{name} = {after.get(name)}",
+                hint="use context managers (with jax.set_mesh(...)) or pass shardings explicitly; "
+                "never jax.config.update inside the function",
+            )
+
+    return kit.search(draw.calls(kit.contract), body, share=0.25)
+
+
+@check("fn.raises", "an input the layouts do not divide raises the contract's error", declared=True)
+def fn_raises(kit: DeclaredKit, _: None) -> int:
+    contract = kit.contract
+    if contract.raises is None:
+        raise NotApplicable(
+            "the contract declares no error for inputs its layouts do not divide (raises=None)"
+        )
+    if contract.mesh != MESH_KEYWORD or NUMPY not in contract.first.placements:
+        raise NotApplicable(
+            "such an input reaches the function only as a NumPy array with mesh=, which this contract "
+            "does not give (mesh='inputs', or no 'numpy' placement for the first argument)"
+        )
+    if all(entry is None for entry in tuple(contract.first.layouts[0])):
+        raise NotApplicable("the first argument's first layout splits nothing")
+    error_type = contract.raises
+
+    def body(call: Call) -> None:
+        _, outcome = kit.call(call)
+        if outcome.error is None:
+            kit.fail(
+                f"the call returned instead of raising {error_type.__name__}",
+                call,
+                expected=f"{error_type.__name__}: {contract.first.layouts[0]} does not divide the shape",
+                got=f"a result ({type(outcome.result).__name__})",
+                hint="check the shape against the mesh before calling jax.jit, and raise",
+            )
+        if not isinstance(outcome.error, error_type):
+            kit.fail(
+                f"the call raised another error than {error_type.__name__}",
+                call,
+                expected=f"{error_type.__name__}",
+                got=one_line(f"{type(outcome.error).__name__}: {outcome.error}"),
+                hint=f"raise {error_type.__name__} yourself, before JAX raises its own",
+            )
+
+    return kit.search(draw.raising_calls(contract), body, share=0.5)
+
+
+@check(
+    "fn.histories",
+    "searched histories of calls over meshes, shapes and dtypes: every result right and laid out "
+    "right (no stale result after a mesh change), every argument intact",
+    declared=True,
+)
+def fn_histories(kit: DeclaredKit, _: None) -> int:
+    def body(history: draw.History) -> None:
+        kit.history = []
+        for call in history.calls:
+            kit.history.append(call)
+            args, result = kit.result(call)
+            judge_values(kit, call, result)
+            judge_layout(kit, call, result)
+            judge_intact(kit, call, args)
+
+    return kit.search(draw.histories(kit.contract), body)
+
+
+@check(
+    "fn.compile-once",
+    "a call again with the same mesh, shapes, dtypes and placements compiles nothing, in any history",
+    declared=True,
+)
+def fn_compile_once(kit: DeclaredKit, _: None) -> int:
+    def body(history: draw.History) -> None:
+        kit.history = []
+        seen: set[Any] = set()
+        for call in history.calls:
+            kit.history.append(call)
+            _, outcome = kit.call(call)
+            if outcome.error is not None:
+                kit.fail_raised(call, outcome.error)
+            key = call.key()
+            if key in seen and outcome.compiles:
+                kit.fail(
+                    "a call like an earlier one of this history compiled again",
+                    call,
+                    expected="no compile: the same mesh, shapes, dtypes and placements were called before",
+                    got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
+                    hint="keep each jitted function (keyed on everything it depends on, and nothing "
+                    "more): a cache that evicts, a new jax.jit per call, or a key of object ids recompiles",
+                )
+            seen.add(key)
+
+    return kit.search(draw.histories(kit.contract), body)

@@ -1,0 +1,336 @@
+"""A declared contract: what a sharded function promises, as data the engine can judge.
+
+``Contract`` and ``Argument`` are built with keyword arguments and validated when built: every
+way a declaration can be wrong is one ``ContractError`` naming the field and the value
+(``Contract(oracle=None)`` -> ``oracle=None: ...``).  ``load`` turns ``--contract MODULE:ATTR``
+into a validated contract, checked against the function's signature and with its oracle called
+once on a small input, so that a contract that cannot be judged stops the run as a usage error
+(exit 4) before any check runs.  Nothing here starts JAX's backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from jax.sharding import PartitionSpec
+
+MESH_KEYWORD = "keyword"  # the function takes mesh=...
+MESH_FROM_INPUTS = "inputs"  # the mesh reaches the function through its inputs' shardings
+HOW_MESH = (MESH_KEYWORD, MESH_FROM_INPUTS)
+NUMPY = "numpy"  # an argument given as a NumPy array (placements=)
+DEFAULT_VALUES: Mapping[str, Any] = {
+    "min_value": -100.0,
+    "max_value": 100.0,
+    "allow_nan": False,
+    "allow_infinity": False,
+    "allow_subnormal": False,
+}
+
+
+class ContractError(ValueError):
+    """A declared contract the kit cannot judge by: one line naming the field and the value."""
+
+    def __init__(self, where: str, value: object, why: str) -> None:
+        super().__init__(f"{where}={_short(value)}: {why}")
+        self.field = where
+
+
+def _short(value: object) -> str:
+    text = getattr(value, "__qualname__", None) if callable(value) and not isinstance(value, type) else None
+    text = text or repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _dtype(name: object, where: str) -> np.dtype:
+    import jax.numpy as jnp
+
+    try:
+        return np.dtype(jnp.dtype(name))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ContractError(
+            where, name, "not a dtype JAX has (give a name such as 'float32' or 'bfloat16')"
+        ) from None
+
+
+def _spec(value: object, where: str) -> PartitionSpec:
+    if not isinstance(value, PartitionSpec):
+        raise ContractError(where, value, "must be a jax.sharding.PartitionSpec, e.g. P('data', None)")
+    return value
+
+
+def spec_axes(spec: PartitionSpec) -> list[str]:
+    """The mesh axis names a spec splits over, in order."""
+    names: list[str] = []
+    for entry in spec:
+        if entry is None:
+            continue
+        names += list(entry) if isinstance(entry, tuple) else [entry]
+    return names
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One array argument of the function.
+
+    ``rank``: its number of dimensions; or ``shape``: a function of the first argument's shape
+    giving this one's (``lambda x: (x[-1],)`` for a per-feature scale).  ``dtypes``: the dtype
+    names it comes in (for arguments after the first, ``()`` means "the first argument's").
+    ``layouts``: the ``PartitionSpec``s it may be committed with, over the drawn mesh; ``"numpy"``
+    among ``placements`` also gives it as a NumPy array.  ``values``: the value controls of
+    ``conformance.strategies.values`` (default: finite, in [-100, 100], no subnormals).
+    """
+
+    name: str
+    rank: int | None = None
+    shape: Callable[[tuple[int, ...]], tuple[int, ...]] | None = None
+    dtypes: Sequence[str] = ()
+    layouts: Sequence[PartitionSpec] = ()
+    placements: Sequence[str] = ("layouts", NUMPY)
+    values: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_VALUES))
+
+    def __post_init__(self) -> None:
+        where = f"Argument({self.name!r})"
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ContractError(
+                "Argument.name", self.name, "must be the argument's name, a Python identifier"
+            )
+        if (self.rank is None) == (self.shape is None):
+            raise ContractError(f"{where}.rank", self.rank, "give exactly one of rank= and shape=")
+        if self.rank is not None and (
+            not isinstance(self.rank, int) or isinstance(self.rank, bool) or self.rank < 1
+        ):
+            raise ContractError(f"{where}.rank", self.rank, "must be an int >= 1")
+        if self.shape is not None and not callable(self.shape):
+            raise ContractError(
+                f"{where}.shape", self.shape, "must be a function of the first argument's shape"
+            )
+        if isinstance(self.dtypes, str):
+            raise ContractError(
+                f"{where}.dtypes", self.dtypes, "must be a sequence of dtype names, e.g. ('float32',)"
+            )
+        object.__setattr__(self, "dtypes", tuple(_dtype(d, f"{where}.dtypes").name for d in self.dtypes))
+        if (
+            isinstance(self.layouts, PartitionSpec)
+            or not isinstance(self.layouts, Sequence)
+            or not self.layouts
+        ):
+            raise ContractError(
+                f"{where}.layouts", self.layouts, "must be a non-empty sequence of PartitionSpecs"
+            )
+        object.__setattr__(self, "layouts", tuple(_spec(s, f"{where}.layouts") for s in self.layouts))
+        kinds = ("layouts", NUMPY)
+        if (
+            isinstance(self.placements, str)
+            or any(p not in kinds for p in self.placements)
+            or not self.placements
+        ):
+            raise ContractError(
+                f"{where}.placements", self.placements, f"must be a non-empty sequence of {kinds}"
+            )
+        object.__setattr__(self, "placements", tuple(self.placements))
+        if not isinstance(self.values, Mapping):
+            raise ContractError(
+                f"{where}.values", self.values, "must be a dict of value controls (min_value=...)"
+            )
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a sharded function promises, for the kit to judge (``--contract MODULE:ATTR``).
+
+    See docs/contracts.md for each field with a runnable example.
+    """
+
+    name: str
+    arguments: Sequence[Argument]
+    oracle: Callable[..., Any]
+    out: Any  # a PartitionSpec, or a pytree of them with the result's structure
+    mesh_axes: Sequence[str] = ("data",)
+    mesh: str = MESH_KEYWORD
+    dtype: Callable[..., Any] | None = None  # the input dtypes -> the result's dtype(s); None: the first's
+    rtol: Any = None
+    atol: Any = None
+    raises: type[BaseException] | None = None  # what a shape the layouts do not divide raises
+    keywords: Mapping[str, Any] = field(default_factory=dict)  # static options, to the function and oracle
+    min_side: int = 1
+    max_side: int = 16
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ContractError("name", self.name, "must be a non-empty string")
+        if not callable(self.oracle):
+            raise ContractError(
+                "oracle", self.oracle, "must be a NumPy function of the arguments (a callable)"
+            )
+        if (
+            isinstance(self.arguments, Argument)
+            or not isinstance(self.arguments, Sequence)
+            or not self.arguments
+        ):
+            raise ContractError("arguments", self.arguments, "must be a non-empty sequence of Argument(...)")
+        for k, arg in enumerate(self.arguments):
+            if not isinstance(arg, Argument):
+                raise ContractError(f"arguments[{k}]", arg, "must be an Argument(...)")
+        first = self.arguments[0]
+        if first.rank is None:
+            raise ContractError(
+                f"Argument({first.name!r}).shape", first.shape, "the first argument needs rank="
+            )
+        if not first.dtypes:
+            raise ContractError(
+                f"Argument({first.name!r}).dtypes", first.dtypes, "the first argument needs dtypes"
+            )
+        object.__setattr__(self, "arguments", tuple(self.arguments))
+        if (
+            isinstance(self.mesh_axes, str)
+            or not self.mesh_axes
+            or not all(isinstance(a, str) and a for a in self.mesh_axes)
+        ):
+            raise ContractError("mesh_axes", self.mesh_axes, "must be a non-empty sequence of axis names")
+        if len(set(self.mesh_axes)) != len(self.mesh_axes):
+            raise ContractError("mesh_axes", self.mesh_axes, "names an axis twice")
+        object.__setattr__(self, "mesh_axes", tuple(self.mesh_axes))
+        if self.mesh not in HOW_MESH:
+            raise ContractError("mesh", self.mesh, f"must be one of {HOW_MESH}")
+        for arg in self.arguments:
+            for k, spec in enumerate(arg.layouts):
+                self._axes_known(spec, f"Argument({arg.name!r}).layouts[{k}]")
+            if self.mesh == MESH_FROM_INPUTS and NUMPY in arg.placements:
+                raise ContractError(
+                    f"Argument({arg.name!r}).placements",
+                    arg.placements,
+                    "a NumPy array carries no mesh: with mesh='inputs' every argument comes committed",
+                )
+        import jax
+
+        specs = jax.tree_util.tree_leaves(
+            self.out, is_leaf=lambda v: isinstance(v, PartitionSpec) or v is None
+        )
+        if not specs or not all(isinstance(s, PartitionSpec) for s in specs):
+            raise ContractError("out", self.out, "must be a PartitionSpec, or a pytree of them")
+        for spec in specs:
+            self._axes_known(spec, "out")
+        if self.dtype is not None and not callable(self.dtype):
+            raise ContractError("dtype", self.dtype, "must be a function of the input dtypes, or None")
+        if self.raises is not None and not (
+            isinstance(self.raises, type) and issubclass(self.raises, BaseException)
+        ):
+            raise ContractError(
+                "raises", self.raises, "must be an exception class such as ValueError, or None"
+            )
+        if not isinstance(self.keywords, Mapping) or not all(isinstance(k, str) for k in self.keywords):
+            raise ContractError("keywords", self.keywords, "must be a dict of keyword options")
+        if not (
+            isinstance(self.min_side, int)
+            and isinstance(self.max_side, int)
+            and 1 <= self.min_side <= self.max_side
+        ):
+            raise ContractError("max_side", (self.min_side, self.max_side), "needs 1 <= min_side <= max_side")
+
+    def _axes_known(self, spec: PartitionSpec, where: str) -> None:
+        for name in spec_axes(spec):
+            if name not in self.mesh_axes:
+                raise ContractError(
+                    where, spec, f"names mesh axis {name!r}, which mesh_axes {self.mesh_axes} lacks"
+                )
+
+    @property
+    def first(self) -> Argument:
+        return self.arguments[0]
+
+
+# ---------------------------------------------------------------------------
+# Loading --contract MODULE:ATTR
+
+
+def load(spec: str) -> Contract:
+    """The contract ``spec`` names, checked: a ``ContractError`` for every way it cannot be judged."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ContractError("--contract", spec, "give seed, full, MODULE:ATTR or path/to/file.py:ATTR")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name).resolve()
+            name = f"_conformance_contract_{path.stem}"
+            loaded = importlib.util.spec_from_file_location(name, path)
+            if loaded is None or loaded.loader is None or not path.exists():
+                raise ContractError("--contract", spec, f"no such file {path}")
+            module = importlib.util.module_from_spec(loaded)
+            sys.modules[name] = module
+            loaded.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ContractError:
+        raise  # the contract itself, built at import, is wrong: its own field and value
+    except Exception as exc:  # noqa: BLE001 -- any import failure is the user's to fix
+        raise ContractError("--contract", spec, f"importing it raised {type(exc).__name__}: {exc}") from None
+    value: Any = module
+    for part in attr.split("."):
+        if not hasattr(value, part):
+            raise ContractError("--contract", spec, f"{module_name} has no attribute {attr!r}")
+        value = getattr(value, part)
+    if not isinstance(value, Contract):
+        raise ContractError(
+            "--contract", spec, f"is a {type(value).__name__}, not a conformance.contracts.Contract"
+        )
+    try_oracle(value)
+    return value
+
+
+def sample_shapes(contract: Contract, side: int = 4) -> list[tuple[int, ...]]:
+    first = (side,) * (contract.first.rank or 1)
+    return [first, *(_shape_of(a, first) for a in contract.arguments[1:])]
+
+
+def _shape_of(arg: Argument, first: tuple[int, ...]) -> tuple[int, ...]:
+    if arg.shape is not None:
+        try:
+            shape = tuple(int(s) for s in arg.shape(first))
+        except Exception as exc:  # noqa: BLE001 -- the user's function
+            raise ContractError(
+                f"Argument({arg.name!r}).shape", arg.shape, f"raised {type(exc).__name__}: {exc}"
+            ) from None
+        return shape
+    return (first[0],) * (arg.rank or 1)
+
+
+def try_oracle(contract: Contract) -> None:
+    """Call the oracle once on small finite inputs: one that raises cannot judge anything."""
+    shapes = sample_shapes(contract)
+    dtype = np.dtype(contract.first.dtypes[0])
+    args = [np.linspace(-1.0, 1.0, num=int(np.prod(s))).reshape(s).astype(dtype) for s in shapes]
+    try:
+        contract.oracle(*args, **contract.keywords)
+    except Exception as exc:  # noqa: BLE001 -- the user's oracle
+        raise ContractError(
+            "oracle",
+            contract.oracle,
+            f"raised {type(exc).__name__}: {exc} on {dtype.name} inputs of shapes {shapes}",
+        ) from None
+
+
+def check_signature(contract: Contract, impl: Callable[..., Any], spec: str) -> None:
+    """The function can be called as the contract calls it: its arguments in order, mesh=, keywords."""
+    try:
+        signature = inspect.signature(impl)
+    except (TypeError, ValueError):
+        return  # a builtin or C function: its calls will tell
+    args = [object() for _ in contract.arguments]
+    kwargs = dict(contract.keywords)
+    if contract.mesh == MESH_KEYWORD:
+        kwargs["mesh"] = object()
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        called = ", ".join([a.name for a in contract.arguments] + [f"{k}=..." for k in kwargs])
+        raise ContractError(
+            "--impl", spec, f"cannot be called as the contract calls it, f({called}): {exc}"
+        ) from None

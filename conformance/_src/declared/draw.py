@@ -1,0 +1,227 @@
+"""The inputs of a declared contract: calls, histories of calls, and inputs that must raise.
+
+A ``Call`` is one call of the function: a mesh, each argument's host values and placement
+(committed with one of its layouts over the mesh, or a NumPy array).  It makes fresh arrays on
+each ``arguments()`` (a donating function deletes them), names itself in words, and has a
+``key``: what a correct jit compiles once for (the mesh's devices and axes, each argument's
+shape, dtype and placement).  Strategies are built from the library's (meshes, values).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import assume
+from hypothesis import strategies as st
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, Argument, Contract
+from conformance._src.library.show import mesh_text
+from conformance._src.library.strategies import meshes, values
+
+Placement = str | PartitionSpec  # NUMPY, or a layout over the call's mesh
+
+
+@dataclass(frozen=True)
+class Call:
+    contract: Contract
+    mesh: Mesh
+    hosts: tuple[np.ndarray, ...]
+    placements: tuple[Placement, ...]
+
+    def arguments(self) -> list[Any]:
+        """Fresh arguments as placed: NumPy copies, or arrays committed to their layout."""
+        made: list[Any] = []
+        for host, placement in zip(self.hosts, self.placements, strict=True):
+            if isinstance(placement, PartitionSpec):
+                made.append(jax.device_put(host, NamedSharding(self.mesh, placement)))
+            else:
+                made.append(np.array(host))
+        return made
+
+    def keywords(self) -> dict[str, Any]:
+        kwargs = dict(self.contract.keywords)
+        if self.contract.mesh == MESH_KEYWORD:
+            kwargs["mesh"] = self.mesh
+        return kwargs
+
+    def key(self) -> tuple[Any, ...]:
+        ids = tuple(int(d.id) for d in self.mesh.devices.flat)
+        return (
+            ids,
+            self.mesh.axis_names,
+            tuple(self.mesh.devices.shape),
+            tuple((h.shape, h.dtype.name, str(p)) for h, p in zip(self.hosts, self.placements, strict=True)),
+        )
+
+    def describe(self) -> str:
+        parts = []
+        for arg, host, placement in zip(self.contract.arguments, self.hosts, self.placements, strict=True):
+            where = "a NumPy array" if placement == NUMPY else f"committed to {placement}"
+            parts.append(f"{arg.name}: {host.dtype.name}{list(host.shape)} {where}")
+        return f"{'; '.join(parts)}; mesh {mesh_text(self.mesh)}"
+
+    def values_text(self) -> str:
+        with np.printoptions(threshold=40, edgeitems=3, precision=6):
+            return "; ".join(
+                f"{a.name} = {np.array2string(h, separator=', ')}"
+                for a, h in zip(self.contract.arguments, self.hosts, strict=True)
+            )
+
+
+def split(spec: PartitionSpec, mesh: Mesh, ndim: int) -> tuple[int, ...]:
+    """How many parts the layout splits each of ``ndim`` dimensions into on ``mesh``."""
+    parts = [1] * ndim
+    for d, entry in enumerate(tuple(spec)[:ndim]):
+        if entry is None:
+            continue
+        for name in entry if isinstance(entry, tuple) else (entry,):
+            parts[d] *= int(mesh.shape[name])
+    return tuple(parts)
+
+
+def divides(spec: PartitionSpec, mesh: Mesh, shape: tuple[int, ...]) -> bool:
+    return len(tuple(spec)) <= len(shape) and all(
+        s % p == 0 for s, p in zip(shape, split(spec, mesh, len(shape)), strict=True)
+    )
+
+
+def _out_specs(contract: Contract) -> list[PartitionSpec]:
+    return [
+        s for s in jax.tree_util.tree_leaves(contract.out, is_leaf=lambda v: isinstance(v, PartitionSpec))
+    ]
+
+
+def _multiples(contract: Contract, arg: Argument, mesh_list: list[Mesh], ndim: int) -> list[int]:
+    """Each side of ``arg`` a multiple of what every layout it comes in (and, for the first, the
+    result's layouts of its rank) splits that side into, on every mesh of the history."""
+    specs = list(arg.layouts)
+    if arg is contract.first:
+        specs += [s for s in _out_specs(contract) if len(tuple(s)) <= ndim]
+    multiple = [1] * ndim
+    for mesh in mesh_list:
+        for spec in specs:
+            for d, parts in enumerate(split(spec, mesh, ndim)):
+                multiple[d] = math.lcm(multiple[d], parts)
+    return multiple
+
+
+@st.composite
+def _side(draw: st.DrawFn, multiple: int, contract: Contract) -> int:
+    most = max(1, contract.max_side // multiple)
+    least = max(1, -(-contract.min_side // multiple))
+    return multiple * draw(st.integers(min(least, most), most))
+
+
+@st.composite
+def _host(draw: st.DrawFn, arg: Argument, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    return draw(values(dtype=dtype, shape=shape, **dict(arg.values)))
+
+
+@dataclass(frozen=True)
+class Form:
+    """The shapes and dtypes of one call's arguments (what a history calls again and again)."""
+
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+
+
+@st.composite
+def forms(draw: st.DrawFn, contract: Contract, mesh_list: list[Mesh], *, indivisible: bool = False) -> Form:
+    first = contract.first
+    rank = first.rank or 1
+    multiple = _multiples(contract, first, mesh_list, rank)
+    first_shape = tuple(draw(_side(m, contract)) for m in multiple)
+    if indivisible:  # one side split in parts that do not divide it
+        split_sides = [d for d, m in enumerate(split(first.layouts[0], mesh_list[0], rank)) if m > 1]
+        assume(split_sides)
+        d = draw(st.sampled_from(split_sides))
+        parts = split(first.layouts[0], mesh_list[0], rank)[d]
+        sides = list(first_shape)
+        sides[d] = parts * draw(st.integers(0, 2)) + draw(st.integers(1, parts - 1))
+        first_shape = tuple(sides)
+    shapes = [first_shape]
+    for arg in contract.arguments[1:]:
+        if arg.shape is not None:
+            shapes.append(tuple(int(s) for s in arg.shape(first_shape)))
+        else:
+            own = _multiples(contract, arg, mesh_list, arg.rank or 1)
+            shapes.append(tuple(draw(_side(m, contract)) for m in own))
+    dtype = draw(st.sampled_from(first.dtypes))
+    dtypes = [dtype] + [
+        draw(st.sampled_from(a.dtypes)) if a.dtypes else dtype for a in contract.arguments[1:]
+    ]
+    return Form(tuple(shapes), tuple(dtypes))
+
+
+def _placements(arg: Argument, mesh: Mesh, shape: tuple[int, ...], *, first_raw: bool) -> list[Placement]:
+    options: list[Placement] = []
+    if "layouts" in arg.placements and not first_raw:
+        options += [s for s in arg.layouts if divides(s, mesh, shape)]
+    if NUMPY in arg.placements:
+        options.append(NUMPY)
+    return options
+
+
+@st.composite
+def calls_of(
+    draw: st.DrawFn, contract: Contract, mesh: Mesh, form: Form, *, indivisible: bool = False
+) -> Call:
+    hosts, placements = [], []
+    for k, (arg, shape, dtype) in enumerate(zip(contract.arguments, form.shapes, form.dtypes, strict=True)):
+        options = _placements(arg, mesh, shape, first_raw=indivisible and k == 0)
+        assume(options)
+        placements.append(draw(st.sampled_from(options)))
+        hosts.append(draw(_host(arg, dtype, shape)))
+    return Call(contract, mesh, tuple(hosts), tuple(placements))
+
+
+def mesh_strategy(contract: Contract) -> st.SearchStrategy[Mesh]:
+    return meshes(with_axes=contract.mesh_axes)
+
+
+@st.composite
+def calls(draw: st.DrawFn, contract: Contract) -> Call:
+    """One call of the contract's domain: a mesh, shapes the layouts divide, dtypes, placements."""
+    mesh = draw(mesh_strategy(contract))
+    form = draw(forms(contract, [mesh]))
+    return draw(calls_of(contract, mesh, form))
+
+
+@st.composite
+def raising_calls(draw: st.DrawFn, contract: Contract) -> Call:
+    """A call whose first argument has a side that its first layout's parts do not divide
+    (given as a NumPy array: JAX cannot commit it to that layout)."""
+    mesh = draw(mesh_strategy(contract))
+    form = draw(forms(contract, [mesh], indivisible=True))
+    return draw(calls_of(contract, mesh, form, indivisible=True))
+
+
+@dataclass(frozen=True)
+class History:
+    calls: tuple[Call, ...]
+
+    def describe(self) -> str:
+        return f"{len(self.calls)} call(s)"
+
+
+@st.composite
+def histories(draw: st.DrawFn, contract: Contract, *, max_calls: int = 8) -> History:
+    """Calls in an order Hypothesis searches and shrinks: over up to 3 meshes (any devices, any
+    order, often alike in shape) and up to 2 forms, each step one of them, with fresh values;
+    keys come back, after others and in a row."""
+    mesh_list = draw(st.lists(mesh_strategy(contract), min_size=1, max_size=3, unique_by=lambda m: id(m)))
+    form_list = draw(st.lists(forms(contract, mesh_list), min_size=1, max_size=2))
+    steps = draw(
+        st.lists(
+            st.tuples(st.integers(0, len(mesh_list) - 1), st.integers(0, len(form_list) - 1)),
+            min_size=2,
+            max_size=max_calls,
+        )
+    )
+    made = [draw(calls_of(contract, mesh_list[m], form_list[f])) for m, f in steps]
+    return History(tuple(made))

@@ -1,0 +1,20 @@
+"""Declared contracts: the kit's whole judgement for your own sharded function.
+
+Declare what the function promises, and run every check of the kit on it::
+
+    python -m pytest --pyargs conformance --impl mypkg.layers:softmax --contract mypkg.contracts:softmax
+
+A ``Contract`` names the function's array ``arguments`` (each an ``Argument``: its rank or shape
+rule, dtypes, and the layouts it may come in), how the mesh reaches the function (``mesh=
+"keyword"``: a ``mesh=`` keyword; ``"inputs"``: its inputs' shardings), the ``mesh_axes`` it
+needs, the result's layout ``out`` (a ``PartitionSpec`` or a pytree of them), the ``oracle`` (a
+NumPy function), the ``dtype`` rule, the tolerance (``rtol``/``atol``, as
+``conformance.assertions.assert_values_close`` takes them), the error a shape its layouts do not
+divide ``raises``, and static ``keywords``.  It is checked when built: a field the kit cannot
+judge by raises ``ContractError`` naming the field and the value, and under the kit's command line
+it is a usage error (exit 4).  docs/contracts.md has a runnable example for each field.
+"""
+
+from conformance._src.declared.contract import Argument, Contract, ContractError
+
+__all__ = ["Argument", "Contract", "ContractError"]

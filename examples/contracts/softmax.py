@@ -1,0 +1,102 @@
+"""A row softmax over a mesh's "batch" axis, its declared contract, and broken variants.
+
+Run the kit's every check on it::
+
+    python -m pytest --pyargs conformance --impl examples/contracts/softmax.py:softmax \
+        --contract examples/contracts/softmax.py:CONTRACT
+
+The broken variants (each a function of this file, for ``--impl``) are bugs that plain property
+tests rarely look for: ``stale_mesh`` keeps one jitted function per mesh *shape*, so after a mesh
+of the same shape over other devices it returns a result laid out on the old devices;
+``evicting`` keeps only the last jitted function, so a call like an earlier one compiles again;
+``no_max_shift`` overflows for large rows; ``eager`` computes outside ``jax.jit``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+ROWS = P("batch", None)
+
+
+def _softmax(x: jax.Array) -> jax.Array:
+    e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+_jitted: dict[Any, Any] = {}
+
+
+def _jit_for(key: Any, mesh: Mesh, body: Any = _softmax) -> Any:
+    if key not in _jitted:
+        rows = NamedSharding(mesh, ROWS)
+        _jitted[key] = jax.jit(body, in_shardings=rows, out_shardings=rows)
+    return _jitted[key]
+
+
+def _checked(x: Any, mesh: Mesh) -> Any:
+    if np.shape(x)[0] % mesh.shape["batch"]:
+        raise ValueError(f"{np.shape(x)[0]} rows do not split over the batch axis of {mesh.shape['batch']}")
+    return jax.device_put(x, NamedSharding(mesh, ROWS))
+
+
+def softmax(x: Any, *, mesh: Mesh) -> jax.Array:
+    """The softmax of each row of x, its rows split over the mesh's "batch" axis."""
+    return _jit_for(("right", mesh), mesh)(_checked(x, mesh))
+
+
+def stale_mesh(x: Any, *, mesh: Mesh) -> jax.Array:
+    """Broken: keyed on the mesh's shape and axis names, not its devices."""
+    return _jit_for(("stale", tuple(mesh.shape.items())), mesh)(_checked(x, mesh))
+
+
+_last: list[Any] = []
+
+
+def evicting(x: Any, *, mesh: Mesh) -> jax.Array:
+    """Broken: a cache of one, by shape and dtype: the call after another recompiles."""
+    key = (mesh, np.shape(x), np.asarray(x).dtype if isinstance(x, np.ndarray) else x.dtype)
+    if not _last or _last[0] != key:
+        rows = NamedSharding(mesh, ROWS)
+        _last[:] = [key, jax.jit(lambda v: _softmax(v), in_shardings=rows, out_shardings=rows)]
+    return _last[1](_checked(x, mesh))
+
+
+def _no_shift(x: jax.Array) -> jax.Array:
+    e = jnp.exp(x)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def no_max_shift(x: Any, *, mesh: Mesh) -> jax.Array:
+    """Broken: no max shift, so exp overflows to inf for rows above about 88 (NaN results)."""
+    return _jit_for(("noshift", mesh), mesh, _no_shift)(_checked(x, mesh))
+
+
+def eager(x: Any, *, mesh: Mesh) -> jax.Array:
+    """Broken: the right values and layout, computed op by op outside jax.jit."""
+    return _softmax(_checked(x, mesh))
+
+
+def oracle(x: np.ndarray) -> np.ndarray:
+    wide = np.asarray(x, np.float64)
+    e = np.exp(wide - wide.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+CONTRACT = Contract(
+    name="row softmax",
+    arguments=[Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,))],
+    mesh_axes=("batch",),
+    out=ROWS,
+    oracle=oracle,
+    atol=1e-6,
+    raises=ValueError,
+)
