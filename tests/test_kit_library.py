@@ -147,6 +147,8 @@ INVALID = [
     lambda: cst.sharded_arrays(shape=(2, 2.5)),  # type: ignore[arg-type]
     lambda: cst.sharded_arrays(shape=(4,), dtype="U4"),
     lambda: cst.dtypes(contract="bogus"),
+    lambda: cst.dtypes(contract="full", x64="yes"),  # type: ignore[arg-type]
+    lambda: cst.dtypes(contract="seed", sizes=32),
     lambda: cst.cases(contract="bogus"),
     lambda: cst.cases(mesh_kinds=["5d"]),
     lambda: cst.cases(max_length=-1),

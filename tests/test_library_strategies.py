@@ -336,6 +336,20 @@ def test_meshes_take_an_int_ndims() -> None:
     assert {m.devices.ndim for m in collect(cst.meshes(ndims=2), 40)} == {2}
 
 
+def test_meshes_name_their_own_axes_by_default_axes() -> None:
+    drawn = collect(cst.meshes(ndims=[1, 2, 3], default_axes=("rows", "cols")), 100)
+    assert {a for m in drawn for a in m.axis_names} == {"rows", "cols", "axis2"}
+    assert all(m.axis_names == ("rows",) for m in drawn if m.devices.ndim == 1)
+    assert {a for m in collect(cst.meshes(), 40) for a in m.axis_names} == {"data", "model"}
+    flat = collect(cst.meshes(kind="2d-data1", default_axes=("rows", "cols")), 20)
+    assert all(m.shape["rows"] == 1 and m.shape["cols"] >= 2 for m in flat)
+    others = collect(cst.meshes(with_axes=("rows",), ndims=3, default_axes=("rows", "cols")), 20)
+    assert all(set(m.axis_names) == {"rows", "cols", "axis2"} for m in others)
+    for wrong in [("rows",), ("rows", "rows"), "rc", ("rows", "")]:
+        with pytest.raises(InvalidArgument, match="default_axes"):
+            cst.meshes(default_axes=wrong)
+
+
 @pytest.mark.parametrize(
     ("layout", "ndim", "split"),
     [

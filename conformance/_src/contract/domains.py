@@ -28,10 +28,10 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import Mesh
 
+from conformance._src.contract import strategies as cst
 from conformance._src.contract.terms import Contract, data_axis_size
 from conformance._src.inputs.case import Case
 from conformance._src.inputs.coverage import PLACEMENTS, Axes
-from conformance._src.library import strategies as cst
 
 
 @dataclass(frozen=True)

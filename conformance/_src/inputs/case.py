@@ -20,6 +20,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from conformance._src.library.show import make_mesh
+from conformance._src.library.values import TILE
+
 MeshArg = Literal["omit", "none", "mesh"]
 
 # Where the input lives before the call:
@@ -142,11 +145,6 @@ def other_memory_kinds() -> tuple[str, ...]:
     except Exception:  # noqa: BLE001 -- a backend without memory kinds: its default one
         return ("device",)
     return tuple(kinds) or (default,)
-
-
-def make_mesh(ids: list[int], shape: tuple[int, ...], axis_names: tuple[str, ...]) -> Mesh:
-    by_id = {int(d.id): d for d in jax.devices()}
-    return Mesh(np.array([by_id[i] for i in ids], dtype=object).reshape(shape), axis_names)
 
 
 def make_input(case: Case) -> Any:
@@ -294,8 +292,7 @@ def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
 
 
 # Long vectors are a block of TILE values repeated, with a few others written
-# over it (strategies.values): their tokens hold the block and those few.
-TILE = 509
+# over it (strategies.values; TILE is the library's): their tokens hold the block and those few.
 _MAX_EDITS = 256
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
+from conformance._src.library.strategies import KIND_DEVICES
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
@@ -45,8 +46,9 @@ SHORT_MAX = 64
 MEDIUM_MAX = 4096
 LONG_MAX = 2**20 + 7  # 2**20 + 1 rounded up to a multiple of a data axis of up to 8 devices
 
-# Devices a mesh kind needs, and its name in messages.
-MESH_DEVICES = {"default": 1, "1d": 1, "2d": 4, "2d-data1": 2}
+# Devices a mesh kind needs (those of strategies.meshes(kind=...) as it draws them), and its name
+# in messages.
+MESH_DEVICES = {"default": 1, **KIND_DEVICES}
 MESH_NAMES = {
     "default": "no-mesh",
     "1d": "1-D",

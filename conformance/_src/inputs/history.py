@@ -78,12 +78,13 @@ from hypothesis.stateful import (
 from jax.sharding import Mesh
 
 from conformance._src import internals
+from conformance._src.contract import strategies as cst
 from conformance._src.contract.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
 from conformance._src.inputs import coverage
-from conformance._src.inputs.case import Case, MeshArg, make_mesh
+from conformance._src.inputs.case import Case, MeshArg
 from conformance._src.inputs.schedule import Schedule
-from conformance._src.library import strategies as cst
 from conformance._src.library.jit_probe import Ran
+from conformance._src.library.show import make_mesh
 from conformance._src.library.strategies import OTHER_AXIS, values_from
 
 # How the next call's mesh comes from the pool (``MESH_MOVES``), in the order shrinking prefers.

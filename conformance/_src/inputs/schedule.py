@@ -25,7 +25,6 @@ from conformance._src.inputs.case import (
     Case,
     MeshArg,
     Placement,
-    make_mesh,
     other_memory_kinds,
 )
 from conformance._src.inputs.coverage import (
@@ -38,6 +37,7 @@ from conformance._src.inputs.coverage import (
     Cell,
     MeshClass,
 )
+from conformance._src.library.show import make_mesh
 from conformance._src.library.strategies import OTHER_AXIS, values_from
 
 # The octaves of lengths every run gives one input (Schedule.octave_cases): (2**4, 2**5) to (2**19, 2**20).

@@ -1,7 +1,7 @@
 """Dtypes and their elements, for ``conformance.strategies``.
 
-* ``dtypes``: the general dtype strategy (kinds, sizes, x64), and the kit's
-  contract domain (``contract=``);
+* ``dtypes``: the general dtype strategy (kinds, sizes, x64); the kit's
+  contract domain (``contract=``) is the contract's (contract/strategies.py);
 * ``Carrier``/``carrier``: how ``values()`` draws a dtype's values over its
   whole range (as integers: bit patterns for floats), with its edge values;
 * ``Controls``/``element_strategy``: the element strategy of a dtype under
@@ -27,8 +27,6 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
-
-from conformance._src.contract.terms import Contract, dtypes_in_domain
 
 
 def check(condition: bool, message: str) -> None:
@@ -110,7 +108,6 @@ def dtypes(
     kinds: Sequence[str] | str | None = None,
     sizes: Sequence[int] | int | None = None,
     x64: bool | None = None,
-    contract: Contract | str | None = None,
 ) -> st.SearchStrategy[np.dtype]:
     """JAX dtypes of some ``kinds`` and ``sizes``, float32 first (so it shrinks there).
 
@@ -125,23 +122,12 @@ def dtypes(
     make them 32-bit.  ``values()`` and ``sharded_arrays()`` draw every dtype
     this gives.
 
-    ``contract=`` gives instead the kit's contract domain (the input dtypes
-    ``pjit_double`` must keep: ``"seed"`` or ``"full"``), with no kinds or sizes.
-
     >>> dtypes(kinds=["float", "float8"], sizes=[8, 16]).example()  # doctest: +SKIP
     dtype(float8_e5m2)
     >>> @given(cst.sharded_arrays(dtype=cst.dtypes(kinds="int"), shape=(8,)))  # doctest: +SKIP
     ... def test_mine(x): ...
     """
     check(x64 in (None, True, False), f"x64={x64!r} must be True, False or None")
-    if contract is not None:
-        check(
-            kinds is None and sizes is None,
-            f"give dtypes() a contract or kinds/sizes, not both (contract={contract!r}, "
-            f"kinds={kinds!r}, sizes={sizes!r})",
-        )
-        wide = x64_enabled() if x64 is None else x64
-        return st.sampled_from(dtypes_in_domain(contract_arg(contract), x64=wide))
     chosen = _kinds_arg(kinds)
     widths = _sizes_arg(sizes)
     names = [n for n in _ORDER if _KIND_OF[n] in chosen]
@@ -201,13 +187,6 @@ def _sizes_arg(sizes: object) -> set[int] | None:
     )
     assert isinstance(widths, (list, tuple, set, frozenset))
     return set(widths)
-
-
-def contract_arg(contract: object) -> Contract:
-    try:
-        return Contract(contract)
-    except ValueError:
-        raise InvalidArgument(f"contract={contract!r} must be one of {[c.value for c in Contract]}") from None
 
 
 # ---------------------------------------------------------------------------

@@ -44,6 +44,12 @@ def mesh_from_ids(
     return Mesh(devices, names, axis_types=tuple(axis_types))
 
 
+def make_mesh(ids: list[int], shape: tuple[int, ...], axis_names: tuple[str, ...]) -> Mesh:
+    """The mesh of the devices of ``ids`` (in that order, flat) laid out as ``shape``."""
+    by_id = {int(d.id): d for d in jax.devices()}
+    return Mesh(np.array([by_id[i] for i in ids], dtype=object).reshape(shape), axis_names)
+
+
 def mesh_ids(mesh: Any) -> list[Any]:
     """The mesh's device ids as nested lists, one level per axis."""
     ids: list[Any] = np.vectorize(lambda d: int(d.id), otypes=[np.int64])(mesh.devices).tolist()

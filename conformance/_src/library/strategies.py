@@ -1,5 +1,7 @@
-"""The bodies of the public strategies (``conformance.strategies``: read its docstring), and the
-kit's own helpers beside them (``values_from``, ``OTHER_AXIS``, the device messages).
+"""The bodies of the public general strategies (``conformance.strategies``: read its docstring),
+and the kit's own helpers beside them (``values_from``, ``OTHER_AXIS``, the device messages).
+The ``pjit_double`` contract's strategies (``lengths``, ``placements``, ``cases``,
+``dtypes(contract=...)``) build on these in ``contract/strategies.py``: nothing here knows a contract.
 
 The dtypes, what each dtype's values are drawn as, and the element strategies under value
 controls live in ``dtypes.py``; the arrays, meshes, specs, shardings and shapes here."""
@@ -21,35 +23,20 @@ from hypothesis.extra import numpy as hnp
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec, Sharding
 
 from conformance._src import internals
-from conformance._src.contract.terms import DATA_AXIS, Contract
-from conformance._src.inputs import coverage
-from conformance._src.inputs.case import (
-    NUMPY_FORMS,
-    TARGET,
-    TILE,
-    Case,
-    MeshArg,
-    Placement,
-    make_mesh,
-    other_memory_kinds,
-)
-from conformance._src.inputs.coverage import LONG_MAX, MEDIUM_MAX
 from conformance._src.library.dtypes import (
     Controls,
     carrier,
     cast_element,
     complex_part,
-    contract_arg,
     controls,
     dtype_arg,
-    dtypes,
     element_strategy,
     is_x64,
     needs_x64,
     x64_enabled,
 )
 from conformance._src.library.dtypes import check as _check
-from conformance._src.library.show import mesh_from_ids, mesh_ids, mesh_text, sharding_text
+from conformance._src.library.show import make_mesh, mesh_from_ids, mesh_ids, mesh_text, sharding_text
 from conformance._src.library.structure import (
     Structure,
     check_dtype,
@@ -60,119 +47,14 @@ from conformance._src.library.structure import (
     structure_arg,
     structured,
 )
+from conformance._src.library.values import TILE
 
+# The names ``meshes`` gives a drawn mesh's axes where none are asked for: these two, then
+# 'axis2', 'axis3', ... (``default_axes=`` names the first two otherwise).
+FIRST_AXIS = "data"
 OTHER_AXIS = "model"
-MAX_LENGTH = LONG_MAX  # 2**20 + 7: past the thresholds where implementations change path
-# Neighbours of the powers of two where chunked loops, tiles, donation and
-# offloading thresholds sit (4096 elements, 8192, 1 MiB of float32, 65536, 2**20).
-LONG_LENGTHS = tuple(n for k in (12, 13, 14, 16, 17, 18, 20) for n in (2**k - 1, 2**k, 2**k + 1))
-
-# Lengths where implementations tend to break: empty, tiny, block boundaries
-# of common vector widths and tile sizes, and primes (which only a data axis
-# of size one divides).
-BOUNDARY_LENGTHS = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    7,
-    8,
-    9,
-    15,
-    16,
-    17,
-    31,
-    32,
-    33,
-    63,
-    64,
-    65,
-    127,
-    128,
-    129,
-    255,
-    256,
-    257,
-    511,
-    512,
-    513,
-    1023,
-    1024,
-    1025,
-    2047,
-    2048,
-    2049,
-    *LONG_LENGTHS,
-)
-PRIME_LENGTHS = (
-    2,
-    3,
-    5,
-    7,
-    11,
-    13,
-    17,
-    19,
-    23,
-    29,
-    31,
-    37,
-    61,
-    97,
-    101,
-    127,
-    131,
-    257,
-    509,
-    521,
-    1021,
-    1031,
-    2039,
-    2053,
-    2083,
-)
-
-
-def lengths(
-    *, data_size: int = 1, divisible: bool | None = True, max_length: int = MAX_LENGTH
-) -> st.SearchStrategy[int]:
-    """Vector lengths in ``[0, max_length]``.
-
-    Biased towards boundary lengths, primes, multiples of ``data_size`` and
-    their neighbours, and the upper half of the range.  ``divisible=True``
-    keeps multiples of ``data_size`` only, ``False`` only non-multiples
-    (needs ``data_size > 1``), ``None`` any length.
-    """
-    _check(isinstance(data_size, int) and data_size >= 1, f"data_size={data_size!r} must be an int >= 1")
-    _check(
-        isinstance(max_length, int) and max_length >= data_size,
-        f"max_length={max_length!r} must be an int >= data_size={data_size}",
-    )
-    _check(
-        divisible is not False or data_size > 1,
-        "divisible=False needs data_size > 1: every length divides by 1",
-    )
-    near_multiple = st.builds(
-        lambda k, d: max(0, min(max_length, k * data_size + d)),
-        st.integers(0, max_length // data_size),
-        st.sampled_from((0, -1, 1)),
-    )
-    raw = st.one_of(
-        st.sampled_from([n for n in BOUNDARY_LENGTHS + PRIME_LENGTHS if n <= max_length]),
-        near_multiple,
-        st.integers(0, min(max_length, MEDIUM_MAX)),
-        st.integers(
-            min(max_length, MEDIUM_MAX), max_length
-        ),  # long vectors: Hypothesis favours small integers
-    )
-    if divisible is None:
-        return raw
-    if divisible:
-        return raw.map(lambda n: n - n % data_size)
-    return raw.map(lambda n: n if n % data_size else (n + 1 if n < max_length else n - 1))
-
-
+# The mesh kinds of ``meshes(kind=...)``, and the fewest devices each is drawn on.
+KIND_DEVICES = {"1d": 1, "2d": 4, "2d-data1": 2}
 _DRAWN_ELEMENTS = 16  # at most this many elements are drawn one by one, at drawn positions
 _PALETTE = (4, 16)  # with value controls, a background of this many drawn elements (at least, at most)
 
@@ -446,6 +328,7 @@ def meshes(
     kind: str | None = None,
     axis_names: Sequence[str] | None = None,
     with_axes: Sequence[str] | None = None,
+    default_axes: Sequence[str] = (FIRST_AXIS, OTHER_AXIS),
 ) -> st.SearchStrategy[Mesh]:
     """Meshes over any subset of ``devices`` (default: all), in any order, of any number of axes.
 
@@ -460,10 +343,12 @@ def meshes(
     given ones too (default: the given ones and up to two others).  Without
     either, 1-D meshes have the single axis 'data', 2-D meshes 'data' and
     'model' in either order, and meshes of more axes 'data', 'model',
-    'axis2', ... in any order.
+    'axis2', ... in any order.  ``default_axes`` (two distinct names) names
+    those first two axes otherwise: the others are 'axis2', ... still.
     ``kind`` (a mesh kind of ``coverage.MESHES`` but ``default``) picks the
     kit's mesh kinds: ``1d``, ``2d`` (both axes of 2+ devices) or
-    ``2d-data1`` (the data axis has one device, the rest replicates).
+    ``2d-data1`` (the data axis, the first of ``default_axes``, has one
+    device, the rest replicates).
 
     Hypothesis prints a drawn mesh as the call that rebuilds it, with its
     device ids: ``mesh_from_ids([[3, 1], [0, 2]], ('data', 'model'))``
@@ -482,17 +367,19 @@ def meshes(
     ('model', 'batch', 'data')
     """
     counts = _ndims_arg(ndims)
+    defaults = _names_arg("default_axes", default_axes)
+    _check(len(defaults) == 2, f"default_axes={default_axes!r} must name two axes")
     required: tuple[str, ...] | None = None
     if with_axes is not None:
         required = _names_arg("with_axes", with_axes)
         _check(axis_names is None, "give meshes() with_axes or axis_names, not both")
         _check(kind is None, "give meshes() with_axes or a kind, not both")
     if kind is not None:
-        _check(kind in ("1d", "2d", "2d-data1"), f"kind={kind!r} must be '1d', '2d' or '2d-data1'")
+        _check(kind in KIND_DEVICES, f"kind={kind!r} must be '1d', '2d' or '2d-data1'")
         _check(axis_names is None, "give meshes() a kind or axis_names, not both")
         counts = (1,) if kind == "1d" else (2,)
         min_axis_size = 2 if kind == "2d" else 1
-        min_size = max(min_size, coverage.MESH_DEVICES[kind])
+        min_size = max(min_size, KIND_DEVICES[kind])
     if axis_names is not None:
         names = _names_arg("axis_names", axis_names)
         _check(
@@ -539,6 +426,7 @@ def meshes(
         data_one=kind == "2d-data1",
         axis_names=None if axis_names is None else tuple(axis_names),
         with_axes=required,
+        default_axes=(defaults[0], defaults[1]),
         one_device_asked=devices is not None or max_size == 1,
     )
 
@@ -570,13 +458,13 @@ def _names_arg(name: str, names: object) -> tuple[str, ...]:
     return found
 
 
-def _other_axes(taken: Sequence[str], count: int) -> list[str]:
-    """``count`` axis names ('data', 'model', 'axis2', ...) that are not ``taken``."""
+def _other_axes(taken: Sequence[str], count: int, defaults: tuple[str, str]) -> list[str]:
+    """``count`` axis names (the two ``defaults``, 'axis2', 'axis3', ...) that are not ``taken``."""
     found: list[str] = []
     k = 0
     while len(found) < count:
-        name = DATA_AXIS if k == 0 else OTHER_AXIS if k == 1 else f"axis{k}"
-        if name not in taken:
+        name = defaults[0] if k == 0 else defaults[1] if k == 1 else f"axis{k}"
+        if name not in taken and name not in found:
             found.append(name)
         k += 1
     return found
@@ -690,6 +578,7 @@ def _mesh(
     data_one: bool = False,
     axis_names: tuple[str, ...] | None = None,
     with_axes: tuple[str, ...] | None = None,
+    default_axes: tuple[str, str] = (FIRST_AXIS, OTHER_AXIS),
     one_device_asked: bool = False,
 ) -> Mesh:
     pool = list(jax.devices() if devices is None else devices)
@@ -713,180 +602,20 @@ def _mesh(
     ndim = draw(st.sampled_from(sorted(k for k in ndims if _shapes(size, k, min_axis_size))))
     if with_axes is not None:
         shape = draw(st.sampled_from(_shapes(size, ndim, min_axis_size)))
-        order = draw(st.permutations([*with_axes, *_other_axes(with_axes, ndim - len(with_axes))]))
+        others = _other_axes(with_axes, ndim - len(with_axes), default_axes)
+        order = draw(st.permutations([*with_axes, *others]))
         return make_mesh(ids, shape, tuple(order))
+    first, second = default_axes
     if axis_names is None and ndim == 1:
-        return make_mesh(ids, (size,), (DATA_AXIS,))
+        return make_mesh(ids, (size,), (first,))
     if axis_names is None and ndim == 2:
         data = 1 if data_one else draw(st.sampled_from(_splits(size, min_axis_size)))
         if draw(st.booleans()):
-            return make_mesh(ids, (data, size // data), (DATA_AXIS, OTHER_AXIS))
-        return make_mesh(ids, (size // data, data), (OTHER_AXIS, DATA_AXIS))
+            return make_mesh(ids, (data, size // data), (first, second))
+        return make_mesh(ids, (size // data, data), (second, first))
     shape = draw(st.sampled_from(_shapes(size, ndim, min_axis_size)))
-    names = axis_names or tuple(
-        draw(st.permutations([DATA_AXIS, OTHER_AXIS, *(f"axis{k}" for k in range(2, ndim))]))
-    )
+    names = axis_names or tuple(draw(st.permutations(_other_axes((), ndim, default_axes))))
     return make_mesh(ids, shape, names)
-
-
-def placements(
-    *,
-    length: int,
-    devices: Sequence[jax.Device] | None = None,
-    kinds: Sequence[str] | None = None,
-    target: bool = True,
-) -> st.SearchStrategy[Placement]:
-    """Where the input lives (``coverage.PLACEMENTS``): NumPy (plain, or a strided or
-    reversed view, non-native byte order, read-only), uncommitted, one device,
-    sharded elsewhere, already in the target layout, or in another memory kind
-    than the default (``pinned_host``, ...: in the target layout or on one device).
-
-    Sharded placements use a number of devices that divides ``length``.
-    ``kinds`` keeps some of them; ``target=False`` leaves out the target
-    layout (there is none for a length the data axis does not divide).
-
-    >>> placements(length=8, kinds=["numpy-view"]).example()[0]
-    'numpy'
-    """
-    _check(isinstance(length, int) and length >= 0, f"length={length!r} must be an int >= 0")
-    _check(devices is None or len(devices) >= 1, "placements needs at least one device")
-    chosen = [k for k in (kinds or coverage.PLACEMENTS) if target or k != "target"]
-    _check(
-        bool(chosen) and set(chosen) <= set(coverage.PLACEMENTS),
-        f"kinds={kinds!r} must name some of {coverage.PLACEMENTS}",
-    )
-    return _placements(length=length, devices=devices, kinds=tuple(chosen), target=target)
-
-
-@st.composite
-def _placements(
-    draw: st.DrawFn,
-    *,
-    length: int,
-    devices: Sequence[jax.Device] | None,
-    kinds: tuple[str, ...],
-    target: bool = True,
-) -> Placement:
-    pool = list(jax.devices() if devices is None else devices)
-    kind = draw(st.sampled_from(kinds))
-    if kind in ("uncommitted", "numpy"):
-        return (kind,)
-    if kind == "numpy-view":
-        return ("numpy", draw(st.sampled_from(NUMPY_FORMS)))
-    if kind == "target":
-        return TARGET
-    if kind == "device":
-        return ("device", int(draw(st.sampled_from(pool)).id))
-    if kind == "memory":
-        device = int(draw(st.sampled_from(pool)).id)
-        where = draw(st.sampled_from(["target", device])) if target else device
-        return ("memory", draw(st.sampled_from(other_memory_kinds())), where)
-    ids = [int(d.id) for d in draw(st.permutations(pool))]
-    sizes = [k for k in range(1, len(pool) + 1) if length % k == 0]
-    size = draw(st.sampled_from(sizes))
-    how = draw(st.sampled_from(["split", "replicated"]))
-    return ("sharded", tuple(ids[:size]), how)
-
-
-def cases(
-    *,
-    contract: Contract | str = Contract.FULL,
-    dtypes_from: Sequence[np.dtype | str] | None = None,
-    mesh_args: Sequence[MeshArg] | None = None,
-    divisible: bool = True,
-    any_placement: bool = False,
-    max_length: int = MAX_LENGTH,
-    min_data_size: int = 1,
-    mesh_kinds: Sequence[str] | None = None,
-    placement_kinds: Sequence[str] | None = None,
-    devices: Sequence[jax.Device] | None = None,
-) -> st.SearchStrategy[Case]:
-    """A whole example: values, mesh, how the mesh is passed, input placement.
-
-    The seed contract only ever calls ``pjit_double(x)`` with float32; the
-    full one draws every dtype and passes ``mesh`` (omitted, ``None`` or a
-    mesh).  ``divisible=False`` draws lengths the data axis does not divide
-    (so ``mesh`` is always a mesh whose data axis has at least 2 devices).
-    ``mesh_kinds`` and ``placement_kinds`` keep some kinds of the coverage
-    axes (``coverage.MESHES``, ``coverage.PLACEMENTS``; the latter implies
-    ``any_placement``): ``cases(dtypes_from=["int8"], mesh_kinds=["2d"],
-    placement_kinds=["numpy-view"])`` draws one cell, of any length.
-    ``devices`` are those meshes and placements use (default: all, and more
-    than one when a mesh is drawn: see ``meshes``).
-    """
-    contract = contract_arg(contract)
-    _check(isinstance(max_length, int) and max_length >= 0, f"max_length={max_length!r} must be an int >= 0")
-    _check(
-        mesh_kinds is None or (bool(mesh_kinds) and set(mesh_kinds) <= set(coverage.MESHES)),
-        f"mesh_kinds={mesh_kinds!r} must name some of {coverage.MESHES}",
-    )
-    _check(
-        mesh_args is None or (bool(mesh_args) and set(mesh_args) <= {"omit", "none", "mesh"}),
-        f"mesh_args={mesh_args!r} must name some of ('omit', 'none', 'mesh')",
-    )
-    if dtypes_from is not None:
-        _check(bool(dtypes_from), "dtypes_from must name at least one dtype")
-        for d in dtypes_from:
-            dtype_arg(d)
-    if placement_kinds is not None:
-        placements(length=0, kinds=placement_kinds)  # validates the kinds
-    return _cases(
-        contract=contract,
-        dtypes_from=dtypes_from,
-        mesh_args=mesh_args,
-        divisible=divisible,
-        any_placement=any_placement,
-        max_length=max_length,
-        min_data_size=min_data_size,
-        mesh_kinds=mesh_kinds,
-        placement_kinds=placement_kinds,
-        devices=None if devices is None else tuple(devices),
-    )
-
-
-@st.composite
-def _cases(
-    draw: st.DrawFn,
-    *,
-    contract: Contract,
-    dtypes_from: Sequence[np.dtype | str] | None = None,
-    mesh_args: Sequence[MeshArg] | None = None,
-    divisible: bool = True,
-    any_placement: bool = False,
-    max_length: int = MAX_LENGTH,
-    min_data_size: int = 1,
-    mesh_kinds: Sequence[str] | None = None,
-    placement_kinds: Sequence[str] | None = None,
-    devices: Sequence[jax.Device] | None = None,
-) -> Case:
-    """The body of ``cases``, its arguments checked."""
-    if dtypes_from is not None:
-        dtype = draw(st.sampled_from([np.dtype(d) for d in dtypes_from]))
-    else:
-        dtype = draw(dtypes(contract=contract))
-    allowed: Sequence[MeshArg] = (
-        mesh_args
-        if mesh_args is not None
-        else (("omit",) if contract is Contract.SEED else ("mesh", "none", "omit"))
-    )
-    if mesh_kinds is not None:
-        kind = draw(st.sampled_from(list(mesh_kinds)))
-        allowed = [a for a in allowed if (a == "mesh") == (kind != "default")] or ["mesh"]
-    mesh_arg: MeshArg = "mesh" if not divisible else draw(st.sampled_from(list(allowed)))
-    mesh = None
-    data_size = 1
-    if mesh_arg == "mesh":
-        mesh = draw(meshes(kind=kind, devices=devices) if mesh_kinds is not None else meshes(devices=devices))
-        data_size = int(mesh.shape[DATA_AXIS])
-        if not divisible and data_size < max(2, min_data_size):
-            mesh = draw(meshes(min_size=2, ndims=(1,), devices=devices))
-            data_size = int(mesh.shape[DATA_AXIS])
-    n = draw(lengths(data_size=data_size, divisible=divisible, max_length=max(max_length, data_size + 1)))
-    vals = draw(values(dtype=dtype, length=n))
-    placement: Placement = ("uncommitted",)
-    if any_placement or placement_kinds is not None:
-        placement = draw(placements(length=n, devices=devices, kinds=placement_kinds, target=divisible))
-    return Case(vals, mesh, mesh_arg, placement)
 
 
 # ---------------------------------------------------------------------------

@@ -12,6 +12,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+# Past this many elements (a prime) ``strategies.values`` repeats a block of this many drawn ones
+# (``strategies.background``): a long vector costs little to make, its ``--case`` token stays
+# short (inputs/case.py), and no power-of-two chunk of it looks like another.
+TILE = 509
+
 
 def _float_info(dtype: np.dtype) -> tuple[float, np.dtype]:
     """Smallest normal and the unsigned type of the same width, for bit views."""

@@ -43,6 +43,7 @@ from conformance._src.contract.catalogue import (
     gates_for,
     not_applicable,
 )
+from conformance._src.contract.strategies import cases as draw_cases
 from conformance._src.contract.terms import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
@@ -56,7 +57,6 @@ from conformance._src.inputs.case import (
 )
 from conformance._src.inputs.schedule import Schedule, mesh_variants
 from conformance._src.library import jit_probe
-from conformance._src.library.strategies import cases as draw_cases
 from conformance._src.reporting.verdict import CheckVerdict, Status
 from conformance._src.running import explore, messages, shared_pass
 from conformance._src.running.pool import Pool
