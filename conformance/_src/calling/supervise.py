@@ -79,7 +79,8 @@ class Probe:
     devices: int = 1
 
     @classmethod
-    def start(cls, spec: str, devices: int, origin: str = "--impl") -> Probe:
+    def start(cls, spec: str, devices: int, origin: str = "--impl", contract: str = "full") -> Probe:
+        """``contract``: --contract's value; a declared one is checked against the function's signature."""
         argv = [
             sys.executable,
             "-m",
@@ -88,6 +89,7 @@ class Probe:
             spec,
             str(devices),
             origin,
+            contract,
         ]
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -142,14 +144,20 @@ class Probe:
 _LOADING = "conformance-probe: devices made, loading the implementation"
 
 
-def _probe_main(spec: str, count: int, origin: str) -> int:
+def _probe_main(spec: str, count: int, origin: str, contract: str = "full") -> int:
     """The child's side of ``probe``: a line once the devices are made, then one JSON line on stdout."""
     from conformance._src.calling import devices, loader
+    from conformance._src.declared.contract import ContractError, check_signature, load
 
     try:
         found = devices.ensure_host_devices(count)
         print(_LOADING, flush=True)
         impl = loader.load_impl(spec, origin)
+        if contract not in ("seed", "full"):
+            try:
+                check_signature(load(contract), impl, spec)
+            except ContractError as exc:
+                raise loader.ImplSpecError(exc.usage_line(contract)) from None
     except (devices.DeviceSetupError, loader.ImplSpecError) as exc:
         answer: dict[str, Any] = {
             "usage_error": f"conformance: {exc}" if isinstance(exc, RuntimeError) else str(exc)
@@ -439,6 +447,6 @@ class Supervisor:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "probe":
-        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
-    sys.exit("usage: python -m conformance._src.calling.supervise probe SPEC DEVICES ORIGIN")
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "probe":
+        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], *sys.argv[5:]))
+    sys.exit("usage: python -m conformance._src.calling.supervise probe SPEC DEVICES ORIGIN [CONTRACT]")

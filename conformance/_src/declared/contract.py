@@ -40,7 +40,11 @@ class ContractError(ValueError):
 
     def __init__(self, where: str, value: object, why: str) -> None:
         super().__init__(f"{where}={_short(value)}: {why}")
-        self.field = where
+        self.field, self.why = where, why
+
+    def usage_line(self, spec: str) -> str:
+        """The one line of the usage error for ``--contract spec``."""
+        return f"--contract {spec}: {self.why if self.field == '--contract' else self}"
 
 
 def _short(value: object) -> str:

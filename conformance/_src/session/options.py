@@ -226,7 +226,7 @@ def _validate_contract(config: pytest.Config) -> None:
     try:
         load(value)
     except ContractError as exc:
-        raise pytest.UsageError(f"--contract {value}: {exc}") from None
+        raise pytest.UsageError(exc.usage_line(value)) from None
     if config.getoption("--case") is not None:
         raise pytest.UsageError(
             "--case replays pjit_double's inputs; a declared contract's check reruns with its "

@@ -190,7 +190,7 @@ def _configure_controller(config: pytest.Config, request: loader.ImplRequest) ->
 
     timeout = config.getoption("--call-timeout")
     probe = config.stash.get(PROBE_KEY, None) or Probe.start(
-        request.spec, config.getoption("--devices"), request.origin
+        request.spec, config.getoption("--devices"), request.origin, config.getoption("--contract")
     )
     found = probe.result(timeout=max(60.0, timeout))
     report = _new_report(config, request.spec, found.impl_version, found.devices)
@@ -297,7 +297,7 @@ def _declared_kit(
         contract = load(spec)
         check_signature(contract, impl, request.spec)
     except ContractError as exc:
-        raise pytest.UsageError(f"--contract {spec}: {exc}") from None
+        raise pytest.UsageError(exc.usage_line(spec)) from None
     return DeclaredKit(
         impl=impl,
         spec=request.spec,

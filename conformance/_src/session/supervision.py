@@ -58,7 +58,9 @@ class SupervisionHooks:
 
             # Load --impl in a child while this process starts up (it never loads it itself).
             request = loader.requested(config.getoption("--impl"))
-            config.stash[PROBE_KEY] = Probe.start(request.spec, config.getoption("--devices"), request.origin)
+            config.stash[PROBE_KEY] = Probe.start(
+                request.spec, config.getoption("--devices"), request.origin, config.getoption("--contract")
+            )
         if (
             hasattr(config.option, "maxworkerrestart")
             and config.option.maxworkerrestart is None

@@ -1,0 +1,226 @@
+"""Declared contracts (``conformance.contracts``): validated when built, a usage error under the
+kit's command line when wrong, and the kit's whole judgement on the example contracts
+(examples/contracts/): the correct functions pass, each broken variant fails the check it breaks.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from conformance.contracts import Argument, Contract, ContractError
+from tests.kit_process import run_kit_report, statuses, verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+X = Argument("x", rank=2, dtypes=("float32",), layouts=(P("data", None),))
+
+
+def _good(**change: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = dict(name="identity", arguments=[X], out=P("data", None), oracle=lambda x: x)
+    fields.update(change)
+    return fields
+
+
+# ---------------------------------------------------------------------------
+# Built and validated: one ContractError naming the field and the value
+
+
+@pytest.mark.parametrize(
+    "change, field, words",
+    [
+        ({"oracle": None}, "oracle", "must be a NumPy function"),
+        ({"arguments": []}, "arguments", "non-empty sequence of Argument"),
+        ({"arguments": [object()]}, "arguments[0]", "must be an Argument"),
+        ({"out": P("rows")}, "out", "names mesh axis 'rows', which mesh_axes ('data',) lacks"),
+        ({"out": "data"}, "out", "must be a PartitionSpec"),
+        ({"mesh_axes": ()}, "mesh_axes", "non-empty sequence of axis names"),
+        ({"mesh_axes": ("data", "data")}, "mesh_axes", "names an axis twice"),
+        ({"mesh": "context"}, "mesh", "must be one of ('keyword', 'inputs')"),
+        ({"dtype": "float32"}, "dtype", "must be a function of the input dtypes"),
+        ({"raises": "ValueError"}, "raises", "must be an exception class"),
+        ({"keywords": {1: 2}}, "keywords", "dict of keyword options"),
+        ({"min_side": 5, "max_side": 4}, "max_side", "1 <= min_side <= max_side"),
+    ],
+)
+def test_a_bad_contract_field_is_one_error_naming_it(change: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(ContractError) as error:
+        Contract(**_good(**change))
+    assert error.value.field == field
+    assert str(error.value).startswith(f"{field}="), error.value
+    assert words in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field, words",
+    [
+        ({"rank": 2, "dtypes": ("float33",)}, "Argument('x').dtypes", "not a dtype JAX has"),
+        ({"rank": 0}, "Argument('x').rank", "must be an int >= 1"),
+        ({}, "Argument('x').rank", "exactly one of rank= and shape="),
+        ({"rank": 2, "layouts": P("data")}, "Argument('x').layouts", "non-empty sequence of PartitionSpecs"),
+        ({"rank": 2, "layouts": ("data",)}, "Argument('x').layouts", "must be a jax.sharding.PartitionSpec"),
+        ({"rank": 2, "placements": ("host",)}, "Argument('x').placements", "non-empty sequence of"),
+    ],
+)
+def test_a_bad_argument_field_is_one_error_naming_it(kwargs: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(ContractError) as error:
+        Argument("x", **{"layouts": (P("data"),), **kwargs})
+    assert error.value.field == field, error.value
+    assert words in str(error.value)
+
+
+def test_a_layout_naming_an_axis_the_mesh_lacks_names_the_argument_and_the_layout() -> None:
+    with pytest.raises(ContractError, match=r"^Argument\('x'\)\.layouts\[0\]=P\('rows'"):
+        Contract(**_good(arguments=[Argument("x", rank=1, dtypes=("float32",), layouts=(P("rows"),))]))
+
+
+def test_mesh_from_inputs_refuses_numpy_placements() -> None:
+    with pytest.raises(ContractError, match="carries no mesh"):
+        Contract(**_good(mesh="inputs"))
+    committed = Argument(
+        "x", rank=2, dtypes=("float32",), layouts=(P("data", None),), placements=("layouts",)
+    )
+    assert Contract(**_good(mesh="inputs", arguments=[committed])).mesh == "inputs"
+
+
+def test_a_good_contract_keeps_what_it_was_given() -> None:
+    contract = Contract(**_good(keywords={"eps": 1e-5}, raises=ValueError))
+    assert contract.first is X and contract.arguments == (X,)
+    assert contract.mesh_axes == ("data",) and contract.keywords == {"eps": 1e-5}
+    assert X.dtypes == ("float32",) and X.layouts == (P("data", None),)
+
+
+# ---------------------------------------------------------------------------
+# Under the command line: exit 4, one line naming the field
+
+BAD_CONTRACTS = """
+import numpy as np
+from jax.sharding import PartitionSpec as P
+from conformance.contracts import Argument, Contract
+
+def identity(x, *, mesh):
+    return x
+
+def without_mesh(x):
+    return x
+
+def raising(x):
+    raise RuntimeError("the oracle fell over")
+
+X = Argument("x", rank=1, dtypes=("float32",), layouts=(P("data"),))
+GOOD = Contract(name="identity", arguments=[X], out=P("data"), oracle=lambda x: x)
+ORACLE_RAISES = Contract(name="identity", arguments=[X], out=P("data"), oracle=raising)
+NOT_A_CONTRACT = 42
+"""
+
+BUILT_BADLY = {
+    "missing-oracle": (
+        "Contract(name='c', arguments=[X], out=P('data'), oracle=None)",
+        "oracle=None: must be",
+    ),
+    "axis-the-mesh-lacks": (
+        "Contract(name='c', arguments=[X], out=P('model'), oracle=lambda x: x)",
+        "out=P('model',): names mesh axis 'model', which mesh_axes ('data',) lacks",
+    ),
+    "dtype-jax-lacks": (
+        "Contract(name='c', arguments=[Argument('x', rank=1, dtypes=('float33',), layouts=(P('data'),))], "
+        "out=P('data'), oracle=lambda x: x)",
+        "Argument('x').dtypes='float33': not a dtype JAX has",
+    ),
+}
+
+
+def _bad_contract(
+    kind: str, attr: str, cause: str, source: str = BAD_CONTRACTS, impl: str = "identity"
+) -> Any:
+    argv = [
+        sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider",
+        "--impl", f"{{tmp}}/contracts_{kind}.py:{impl}", "--contract", f"{{tmp}}/contracts_{kind}.py:{attr}",
+    ]  # fmt: skip
+    files = {f"contracts_{kind}.py": source}
+    mark = pytest.mark.background(
+        f"contract-{kind}", argv, env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}, files=files
+    )
+    return pytest.param(attr, cause, id=kind, marks=mark)
+
+
+E2E_BAD = [
+    *(
+        _bad_contract(kind, "C", cause, BAD_CONTRACTS + f"C = {built}\n")
+        for kind, (built, cause) in BUILT_BADLY.items()
+    ),
+    _bad_contract(
+        "oracle-raises", "ORACLE_RAISES", "oracle=raising: raised RuntimeError: the oracle fell over"
+    ),
+    _bad_contract("not-a-contract", "NOT_A_CONTRACT", "is a int, not a conformance.contracts.Contract"),
+    _bad_contract("no-such-name", "NOPE", "has no attribute 'NOPE'"),
+    _bad_contract(
+        "signature", "GOOD", "cannot be called as the contract calls it, f(x, mesh=...)", impl="without_mesh"
+    ),
+]
+
+
+@pytest.mark.parametrize("attr, cause", E2E_BAD)
+def test_a_bad_contract_is_a_usage_error_of_one_line(bg_run: Any, attr: str, cause: str) -> None:
+    assert bg_run.returncode == 4, bg_run
+    lines = [line for line in bg_run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, bg_run
+    assert re.fullmatch(rf"ERROR: --contract \S+:{attr}: .+", lines[0]), bg_run
+    assert cause in lines[0], bg_run
+
+
+# ---------------------------------------------------------------------------
+# The example contracts, run as users run them
+
+EXAMPLES = ROOT / "examples" / "contracts"
+# (file, function) -> the checks that must fail (or crash); () for a correct function.
+VERDICTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("softmax", "softmax"): (),
+    ("softmax", "stale_mesh"): ("fn.layout", "fn.histories"),
+    ("softmax", "evicting"): ("fn.compile-once",),
+    ("softmax", "no_max_shift"): ("fn.values",),
+    ("softmax", "eager"): ("fn.jit",),
+}
+
+
+def _example(name: str, function: str) -> tuple[Any, dict[str, Any] | None]:
+    path = EXAMPLES / f"{name}.py"
+    return run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{path}:{function}", "--contract", f"{path}:CONTRACT",
+        timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, function", list(VERDICTS), ids=[f"{n}:{f}" for n, f in VERDICTS])
+def test_the_example_contracts_pass_the_correct_and_catch_the_broken(name: str, function: str) -> None:
+    done, report = _example(name, function)
+    assert report is not None, done.stdout[-3000:] + done.stderr[-3000:]
+    found = statuses(report)
+    broken = {check for check, status in found.items() if status in ("failed", "crashed")}
+    must = set(VERDICTS[(name, function)])
+    if not must:
+        assert done.returncode == 0 and verdict(report) == "conforming", done.stdout[-4000:]
+        assert set(found) >= {"fn.values", "fn.layout", "fn.jit", "fn.histories", "fn.compile-once"}
+    else:
+        assert done.returncode == 1 and verdict(report) == "not conforming", done.stdout[-4000:]
+        assert broken & must, (must, found, done.stdout[-4000:])
+
+
+def test_the_oracle_gets_numpy_arrays_and_the_keywords(tmp_path: Path) -> None:
+    seen: list[Any] = []
+
+    def oracle(x: np.ndarray, *, eps: float) -> np.ndarray:
+        seen.append((type(x), x.dtype, eps))
+        return x
+
+    from conformance._src.declared.contract import try_oracle
+
+    try_oracle(Contract(**_good(oracle=oracle, keywords={"eps": 0.5})))
+    assert seen == [(np.ndarray, np.dtype("float32"), 0.5)]
