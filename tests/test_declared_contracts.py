@@ -224,3 +224,61 @@ def test_the_oracle_gets_numpy_arrays_and_the_keywords(tmp_path: Path) -> None:
 
     try_oracle(Contract(**_good(oracle=oracle, keywords={"eps": 0.5})))
     assert seen == [(np.ndarray, np.dtype("float32"), 0.5)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "function, status, failing", [("softmax", 0, None), ("evicting", 1, "fn.compile-once")]
+)
+def test_a_declared_contract_runs_across_two_processes(
+    function: str, status: int, failing: str | None
+) -> None:
+    import subprocess
+
+    from tests.kit_process import child_env
+
+    path = EXAMPLES / "softmax.py"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.launch",
+            "--processes",
+            "2",
+            "--devices-per-process",
+            "4",
+            "--",
+            "--pyargs",
+            "conformance",
+            "-p",
+            "no:cacheprovider",
+            "--impl",
+            f"{path}:{function}",
+            "--contract",
+            f"{path}:CONTRACT",
+        ],  # fmt: skip
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert done.returncode == status, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "2 processes" in done.stdout, done.stdout[-4000:]
+    assert f"process 0: {status}, process 1: {status} -> exit status {status}" in done.stdout
+    if failing is not None:
+        assert re.search(rf"\| `{re.escape(failing)}` \| failed \|", done.stdout), done.stdout[-4000:]
+
+
+@pytest.mark.background(
+    "contract-neither",
+    [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider", "--contract", "fulll"],
+    env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+)
+def test_a_contract_that_is_neither_named_nor_a_spec_is_a_usage_error(bg_run: Any) -> None:
+    assert bg_run.returncode == 4, bg_run
+    lines = [line for line in bg_run.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "ERROR: --contract fulll: give seed, full, or MODULE:ATTR / path/to/file.py:ATTR naming a "
+        "conformance.contracts.Contract"
+    ], bg_run

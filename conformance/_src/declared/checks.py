@@ -26,6 +26,7 @@ from conformance._src.library.assertions import (
     assert_jit_shardings,
     assert_layout,
     assert_values_close,
+    host_copy,
 )
 from conformance._src.running.messages import one_line
 
@@ -67,17 +68,20 @@ def _judge(kit: DeclaredKit, call: Call, assertion: Any) -> None:
         kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=failed.hint)
 
 
-def _host(leaf: Any, dtype: np.dtype) -> Any:
-    if isinstance(leaf, jax.Array) and leaf.dtype == dtype:
+def _host(leaf: Any, expected: np.ndarray) -> Any:
+    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+        # Across processes: this process judges its own shards (the rest as expected; theirs judge them).
+        leaf = host_copy(leaf, expected.astype(leaf.dtype) if leaf.shape == expected.shape else None)
+    if isinstance(leaf, jax.Array) and leaf.dtype == expected.dtype:
         return leaf  # the library's diagnosis reads its shards
-    return np.asarray(leaf).astype(dtype) if hasattr(leaf, "dtype") else leaf
+    return np.asarray(leaf).astype(expected.dtype) if hasattr(leaf, "dtype") else leaf
 
 
 def judge_values(kit: DeclaredKit, call: Call, result: Any) -> None:
     expected = expected_of(call)
     got = result
     if str(jax.tree_util.tree_structure(result)) == str(jax.tree_util.tree_structure(expected)):
-        got = jax.tree_util.tree_map(lambda r, e: _host(r, e.dtype), result, expected)
+        got = jax.tree_util.tree_map(_host, result, expected)
     _judge(
         kit,
         call,

@@ -38,7 +38,7 @@ class Call:
         made: list[Any] = []
         for host, placement in zip(self.hosts, self.placements, strict=True):
             if isinstance(placement, PartitionSpec):
-                made.append(jax.device_put(host, NamedSharding(self.mesh, placement)))
+                made.append(_committed(host, NamedSharding(self.mesh, placement)))
             else:
                 made.append(np.array(host))
         return made
@@ -71,6 +71,15 @@ class Call:
                 f"{a.name} = {np.array2string(h, separator=', ')}"
                 for a, h in zip(self.contract.arguments, self.hosts, strict=True)
             )
+
+
+def _committed(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """``host`` committed to ``sharding``; across processes, each process makes its own shards."""
+    if jax.process_count() == 1:
+        return jax.device_put(host, sharding)
+    return jax.make_array_from_callback(
+        host.shape, sharding, lambda index: host[index].copy(), dtype=host.dtype
+    )
 
 
 def split(spec: PartitionSpec, mesh: Mesh, ndim: int) -> tuple[int, ...]:
@@ -181,6 +190,10 @@ def calls_of(
 
 
 def mesh_strategy(contract: Contract) -> st.SearchStrategy[Mesh]:
+    """Meshes with the contract's axes over any devices in any order; across processes, over every
+    device (each process takes part in every call), in any order and factorisation."""
+    if jax.process_count() > 1:
+        return meshes(with_axes=contract.mesh_axes, min_size=len(jax.devices()))
     return meshes(with_axes=contract.mesh_axes)
 
 

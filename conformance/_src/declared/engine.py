@@ -20,12 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from conformance._src import internals
 from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
+from conformance._src.calling.distributed import FAILED, OK, Cluster
 from conformance._src.contract.catalogue import CHECKS, CheckFailure
 from conformance._src.declared.contract import Contract
 from conformance._src.declared.draw import Call
@@ -56,7 +57,7 @@ class DeclaredKit:
     records: dict[str, CheckVerdict] = field(default_factory=dict)
     check_id: str = ""
     history: list[Call] | None = None  # the history being judged, for messages
-    cluster: None = None  # declared contracts run in one process (no --distributed yet)
+    cluster: Cluster | None = None  # set in --distributed runs (conformance.launch)
 
     # -- calling the function ------------------------------------------------------
     def call(self, call: Call, arguments: list[Any] | None = None) -> tuple[list[Any], Outcome]:
@@ -140,7 +141,26 @@ class DeclaredKit:
         def one(example: Any) -> None:
             count[0] += 1
             self.history = None
-            body(example)
+            if self.cluster is None:
+                body(example)
+                return
+            local: BaseException | None = None
+            try:
+                body(example)
+            except (Exception, ImplementationHung) as error:
+                local = error
+            # Every process agrees on the example's verdict before Hypothesis sees it, and raises
+            # the same exception from this one line, so that all of them stay in lockstep.
+            verdicts = self.cluster.agree(FAILED if local is not None else OK)
+            if max(verdicts) == OK:
+                return
+            others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
+            raise CheckFailure(
+                str(local)
+                if local is not None
+                else f"[{self.check_id}] the check failed on process(es) {others}: its shards of the "
+                f"result broke the contract there (see that process's output)"
+            )
 
         examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
         test = settings(
@@ -151,6 +171,8 @@ class DeclaredKit:
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
             print_blob=False,
+            # Across processes no shrinking: its time budget would stop processes at different tries.
+            phases=[Phase.explicit, Phase.generate] if self.cluster is not None else list(Phase),
         )(given(strategy)(one))
         budget = SHRINK_SECONDS.get(self.profile, SHRINK_SECONDS["default"])
         stopped = (

@@ -247,6 +247,7 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
     kit: Any
     if declared_contract(config):
         kit = _declared_kit(config, request, impl, runner, profile, count)
+        kit.cluster = cluster
     else:
         from conformance._src.contract.terms import Contract
         from conformance._src.inputs.schedule import Schedule
