@@ -13,8 +13,16 @@ NumPy function), the ``dtype`` rule, the tolerance (``rtol``/``atol``, as
 divide ``raises``, and static ``keywords``.  It is checked when built: a field the kit cannot
 judge by raises ``ContractError`` naming the field and the value, and under the kit's command line
 it is a usage error (exit 4).  docs/contracts.md has a runnable example for each field.
+
+``PJIT_DOUBLE`` is ``pjit_double``'s full contract declared so (``--contract
+conformance.contracts:PJIT_DOUBLE`` judges an implementation by the declared checks); ``--contract
+full`` stays the deeper judgement of it.
 """
 
+from conformance._src.contract.declared import pjit_double_contract
 from conformance._src.declared.contract import Argument, Contract, ContractError
 
-__all__ = ["Argument", "Contract", "ContractError"]
+# pjit_double's full contract in this form: --contract conformance.contracts:PJIT_DOUBLE
+PJIT_DOUBLE: Contract = pjit_double_contract()
+
+__all__ = ["PJIT_DOUBLE", "Argument", "Contract", "ContractError"]
