@@ -67,10 +67,11 @@ class Call:
 
     def values_text(self) -> str:
         with np.printoptions(threshold=40, edgeitems=3, precision=6):
-            return "; ".join(
+            text = "; ".join(
                 f"{a.name} = {np.array2string(h, separator=', ')}"
                 for a, h in zip(self.contract.arguments, self.hosts, strict=True)
             )
+        return text.replace("\n", "\n" + " " * 12)  # under the block's "  values:   " label
 
 
 def _committed(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
