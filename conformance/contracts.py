@@ -19,8 +19,8 @@ conformance.contracts:PJIT_DOUBLE`` judges an implementation by the declared che
 full`` stays the deeper judgement of it.
 """
 
-from conformance._src.contract.declared import pjit_double_contract
 from conformance._src.declared.contract import Argument, Contract, ContractError
+from conformance._src.declared.pjit_double import pjit_double_contract
 
 # pjit_double's full contract in this form: --contract conformance.contracts:PJIT_DOUBLE
 PJIT_DOUBLE: Contract = pjit_double_contract()

@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,18 +80,12 @@ class Probe:
     devices: int = 1
 
     @classmethod
-    def start(cls, spec: str, devices: int, origin: str = "--impl", contract: str = "full") -> Probe:
-        """``contract``: --contract's value; a declared one is checked against the function's signature."""
-        argv = [
-            sys.executable,
-            "-m",
-            "conformance._src.calling.supervise",
-            "probe",
-            spec,
-            str(devices),
-            origin,
-            contract,
-        ]
+    def start(
+        cls, spec: str, devices: int, origin: str = "--impl", *extra: str, entry: str = __name__
+    ) -> Probe:
+        """``entry``: the module whose ``__main__`` runs the child (``_probe_main``; a contract's own
+        entry checks more of the implementation), given ``extra`` after the usual arguments."""
+        argv = [sys.executable, "-m", entry, "probe", spec, str(devices), origin, *extra]
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -144,20 +139,17 @@ class Probe:
 _LOADING = "conformance-probe: devices made, loading the implementation"
 
 
-def _probe_main(spec: str, count: int, origin: str, contract: str = "full") -> int:
-    """The child's side of ``probe``: a line once the devices are made, then one JSON line on stdout."""
+def _probe_main(spec: str, count: int, origin: str, check: Callable[[Any], None] | None = None) -> int:
+    """The child's side of ``probe``: a line once the devices are made, then one JSON line on stdout.
+    ``check(impl)`` raises ``loader.ImplSpecError`` where the implementation cannot be judged."""
     from conformance._src.calling import devices, loader
-    from conformance._src.declared.contract import ContractError, check_signature, load
 
     try:
         found = devices.ensure_host_devices(count)
         print(_LOADING, flush=True)
         impl = loader.load_impl(spec, origin)
-        if contract not in ("seed", "full"):
-            try:
-                check_signature(load(contract), impl, spec)
-            except ContractError as exc:
-                raise loader.ImplSpecError(exc.usage_line(contract)) from None
+        if check is not None:
+            check(impl)
     except (devices.DeviceSetupError, loader.ImplSpecError) as exc:
         answer: dict[str, Any] = {
             "usage_error": f"conformance: {exc}" if isinstance(exc, RuntimeError) else str(exc)
@@ -447,6 +439,6 @@ class Supervisor:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) in (5, 6) and sys.argv[1] == "probe":
-        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], *sys.argv[5:]))
-    sys.exit("usage: python -m conformance._src.calling.supervise probe SPEC DEVICES ORIGIN [CONTRACT]")
+    if len(sys.argv) == 5 and sys.argv[1] == "probe":
+        sys.exit(_probe_main(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+    sys.exit("usage: python -m conformance._src.calling.supervise probe SPEC DEVICES ORIGIN")

@@ -186,12 +186,10 @@ def _new_report(config: pytest.Config, spec: str, impl_version: str | None, coun
 
 def _configure_controller(config: pytest.Config, request: loader.ImplRequest) -> None:
     """The watching process: probe --impl in a child, start the watchdog; the workers run the checks."""
-    from conformance._src.calling.supervise import Probe, Supervisor
+    from conformance._src.calling.supervise import Supervisor
 
     timeout = config.getoption("--call-timeout")
-    probe = config.stash.get(PROBE_KEY, None) or Probe.start(
-        request.spec, config.getoption("--devices"), request.origin, config.getoption("--contract")
-    )
+    probe = config.stash.get(PROBE_KEY, None) or start_probe(config, request)
     found = probe.result(timeout=max(60.0, timeout))
     report = _new_report(config, request.spec, found.impl_version, found.devices)
     report.backend, report.device_kind, report.supervised = found.backend, found.device_kind, True
@@ -309,3 +307,17 @@ def _declared_kit(
         profile=profile,
         seed=schedule_seed(config),
     )
+
+
+def start_probe(config: pytest.Config, request: loader.ImplRequest) -> Any:
+    """The probe child for --impl; a declared contract's own probe also checks the signature."""
+    from conformance._src.calling.supervise import Probe
+    from conformance._src.session.options import declared_contract
+
+    devices = config.getoption("--devices")
+    if declared_contract(config):
+        contract = config.getoption("--contract")
+        return Probe.start(
+            request.spec, devices, request.origin, contract, entry="conformance._src.declared.probe"
+        )
+    return Probe.start(request.spec, devices, request.origin)

@@ -13,7 +13,7 @@ import pytest
 
 from conformance._src.calling import loader
 from conformance._src.session import scope
-from conformance._src.session.setup import schedule_seed
+from conformance._src.session.setup import schedule_seed, start_probe
 from conformance._src.session.state import CONFIG, PROBE_KEY, SCHEDULE_SEED, SUPERVISOR_KEY, VERDICT_PROPERTY
 
 
@@ -54,13 +54,9 @@ class SupervisionHooks:
         ):
             config.option.numprocesses = 1
         if scope.targets_kit(config) and scope.supervised_after_xdist(config):
-            from conformance._src.calling.supervise import Probe
-
             # Load --impl in a child while this process starts up (it never loads it itself).
             request = loader.requested(config.getoption("--impl"))
-            config.stash[PROBE_KEY] = Probe.start(
-                request.spec, config.getoption("--devices"), request.origin, config.getoption("--contract")
-            )
+            config.stash[PROBE_KEY] = start_probe(config, request)
         if (
             hasattr(config.option, "maxworkerrestart")
             and config.option.maxworkerrestart is None
