@@ -9,20 +9,21 @@ rule, dtypes, and the layouts it may come in), how the mesh reaches the function
 "keyword"``: a ``mesh=`` keyword; ``"inputs"``: its inputs' shardings), the ``mesh_axes`` it
 needs, the result's layout ``out`` (a ``PartitionSpec`` or a pytree of them), the ``oracle`` (a
 NumPy function), the ``dtype`` rule, the tolerance (``rtol``/``atol``, as
-``conformance.assertions.assert_values_close`` takes them), the error a shape its layouts do not
-divide ``raises``, and static ``keywords``.  It is checked when built: a field the kit cannot
-judge by raises ``ContractError`` naming the field and the value, and under the kit's command line
-it is a usage error (exit 4).  docs/contracts.md has a runnable example for each field.
+``conformance.assertions.assert_values_close`` takes them, or one per dtype with
+``by_dtype(float32=..., bfloat16=...)``), the error a shape its layouts do not divide
+``raises``, and static ``keywords``.  It is checked when built: a field the kit cannot judge by
+raises ``ContractError`` naming the field and the value, and under the kit's command line it is
+a usage error (exit 4).  docs/contracts.md has a runnable example for each field.
 
 ``PJIT_DOUBLE`` is ``pjit_double``'s full contract declared so (``--contract
 conformance.contracts:PJIT_DOUBLE`` judges an implementation by the declared checks); ``--contract
 full`` stays the deeper judgement of it.
 """
 
-from conformance._src.declared.contract import Argument, Contract, ContractError
+from conformance._src.declared.contract import Argument, Contract, ContractError, by_dtype
 from conformance._src.declared.pjit_double import pjit_double_contract
 
 # pjit_double's full contract in this form: --contract conformance.contracts:PJIT_DOUBLE
 PJIT_DOUBLE: Contract = pjit_double_contract()
 
-__all__ = ["PJIT_DOUBLE", "Argument", "Contract", "ContractError"]
+__all__ = ["PJIT_DOUBLE", "Argument", "Contract", "ContractError", "by_dtype"]

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from conformance.contracts import Argument, Contract, ContractError
+from conformance.contracts import Argument, Contract, ContractError, by_dtype
 from tests.kit_process import run_kit_report, statuses, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -179,20 +179,29 @@ def test_a_bad_contract_is_a_usage_error_of_one_line(bg_run: Any, attr: str, cau
 # The example contracts, run as users run them
 
 EXAMPLES = ROOT / "examples" / "contracts"
-# (file, function) -> the checks that must fail (or crash); () for a correct function.
-VERDICTS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("softmax", "softmax"): (),
-    ("softmax", "stale_mesh"): ("fn.layout", "fn.histories"),
-    ("softmax", "evicting"): ("fn.compile-once",),
-    ("softmax", "no_max_shift"): ("fn.values",),
-    ("softmax", "eager"): ("fn.jit",),
+# (file, function) -> the check that must fail; None for a correct function (a whole run, exit 0).
+# A broken variant runs that check alone (--check): exit 1 with it failed.
+VERDICTS: dict[tuple[str, str], str | None] = {
+    ("softmax", "softmax"): None,
+    ("softmax", "stale_mesh"): "fn.layout",
+    ("softmax", "evicting"): "fn.compile-once",
+    ("softmax", "no_max_shift"): "fn.values",
+    ("softmax", "eager"): "fn.jit",
+    ("centring", "center"): None,
+    ("centring", "local_mean"): "fn.values",
+    ("centring", "evicting"): "fn.compile-once",
+    ("centring", "donating"): "fn.input-intact",
+    ("layer_norm", "layer_norm"): None,
+    ("layer_norm", "stats_replicated"): "fn.layout",
+    ("layer_norm", "stale_mesh"): "fn.histories",
+    ("layer_norm", "one_pass_variance"): "fn.values",
 }
 
 
-def _example(name: str, function: str) -> tuple[Any, dict[str, Any] | None]:
+def _example(name: str, function: str, *more: str) -> tuple[Any, dict[str, Any] | None]:
     path = EXAMPLES / f"{name}.py"
     return run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{path}:{function}", "--contract", f"{path}:CONTRACT",
+        "--pyargs", "conformance", "--impl", f"{path}:{function}", "--contract", f"{path}:CONTRACT", *more,
         timeout=300,
     )  # fmt: skip
 
@@ -200,17 +209,16 @@ def _example(name: str, function: str) -> tuple[Any, dict[str, Any] | None]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name, function", list(VERDICTS), ids=[f"{n}:{f}" for n, f in VERDICTS])
 def test_the_example_contracts_pass_the_correct_and_catch_the_broken(name: str, function: str) -> None:
-    done, report = _example(name, function)
+    failing = VERDICTS[(name, function)]
+    done, report = _example(name, function, *(["--check", failing] if failing else []))
     assert report is not None, done.stdout[-3000:] + done.stderr[-3000:]
     found = statuses(report)
-    broken = {check for check, status in found.items() if status in ("failed", "crashed")}
-    must = set(VERDICTS[(name, function)])
-    if not must:
+    if failing is None:
         assert done.returncode == 0 and verdict(report) == "conforming", done.stdout[-4000:]
         assert set(found) >= {"fn.values", "fn.layout", "fn.jit", "fn.histories", "fn.compile-once"}
     else:
         assert done.returncode == 1 and verdict(report) == "not conforming", done.stdout[-4000:]
-        assert broken & must, (must, found, done.stdout[-4000:])
+        assert found[failing] == "failed", (found, done.stdout[-4000:])
 
 
 def test_the_oracle_gets_numpy_arrays_and_the_keywords(tmp_path: Path) -> None:
@@ -282,3 +290,18 @@ def test_a_contract_that_is_neither_named_nor_a_spec_is_a_usage_error(bg_run: An
         "ERROR: --contract fulll: give seed, full, or MODULE:ATTR / path/to/file.py:ATTR naming a "
         "conformance.contracts.Contract"
     ], bg_run
+
+
+def test_a_tolerance_per_dtype_and_a_bad_tolerance() -> None:
+    from conformance._src.declared.contract import tolerance_for
+
+    rtol = by_dtype(float32=1e-5, bfloat16={"y": 1e-2})
+    contract = Contract(**_good(rtol=rtol))
+    assert tolerance_for(contract.rtol, np.dtype("float32")) == 1e-5
+    assert tolerance_for(contract.rtol, np.dtype("float16")) is None  # the dtype's default
+    with pytest.raises(ContractError, match=r"^rtol='abc': must be a number >= 0"):
+        Contract(**_good(rtol="abc"))
+    with pytest.raises(ContractError, match=r"^atol=\{'y': -1\.0\}: a tolerance must be >= 0"):
+        Contract(**_good(atol={"y": -1.0}))
+    with pytest.raises(ContractError, match=r"^by_dtype\(float33=\.\.\.\)='float33': not a dtype JAX has"):
+        by_dtype(float33=1e-3)

@@ -17,7 +17,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from conformance._src.calling import calls as calling
 from conformance._src.contract.catalogue import check
 from conformance._src.declared import draw
-from conformance._src.declared.contract import MESH_KEYWORD, NUMPY
+from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, tolerance_for
 from conformance._src.declared.draw import Call
 from conformance._src.declared.engine import DeclaredKit, NotApplicable
 from conformance._src.library import values
@@ -97,7 +97,11 @@ def judge_values(kit: DeclaredKit, call: Call, result: Any) -> None:
         kit,
         call,
         lambda: assert_values_close(
-            got, expected, rtol=call.contract.rtol, atol=call.contract.atol, alternatives=alternatives
+            got,
+            expected,
+            rtol=tolerance_for(call.contract.rtol, call.hosts[0].dtype),
+            atol=tolerance_for(call.contract.atol, call.hosts[0].dtype),
+            alternatives=alternatives,
         ),
     )
 

@@ -80,6 +80,42 @@ def spec_axes(spec: PartitionSpec) -> list[str]:
     return names
 
 
+class ByDtype(dict[str, Any]):
+    """A tolerance per dtype of the first argument (``by_dtype``); a dtype it leaves out gets the
+    dtype's default."""
+
+
+def by_dtype(**per_dtype: Any) -> ByDtype:
+    """``rtol=by_dtype(float32=1e-5, bfloat16={"y": 1e-2, "mean": 1e-3})``: each dtype's own
+    tolerance, in any form ``assert_values_close`` takes (a number, an array, a pytree)."""
+    for name, value in per_dtype.items():
+        _dtype(name, f"by_dtype({name}=...)")
+        _tolerance(value, f"by_dtype({name}=...)")
+    return ByDtype(per_dtype)
+
+
+def _tolerance(value: object, where: str) -> None:
+    """A tolerance form: None, a number or array >= 0, a pytree of them, or ``by_dtype(...)``."""
+    import jax
+
+    if isinstance(value, ByDtype):
+        return  # checked when built
+    for leaf in jax.tree_util.tree_leaves(value):
+        try:
+            bound = np.asarray(leaf, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ContractError(
+                where, value, "must be a number >= 0, an array of them, a pytree of them, or by_dtype(...)"
+            ) from None
+        if bound.size and not (np.all(bound >= 0) and not np.any(np.isnan(bound))):
+            raise ContractError(where, value, "a tolerance must be >= 0 (and not NaN)")
+
+
+def tolerance_for(value: Any, dtype: np.dtype) -> Any:
+    """The tolerance form for a call whose first argument has ``dtype``."""
+    return value.get(np.dtype(dtype).name) if isinstance(value, ByDtype) else value
+
+
 @dataclass(frozen=True)
 class Argument:
     """One array argument of the function.
@@ -222,6 +258,8 @@ class Contract:
             raise ContractError("out", self.out, "must be a PartitionSpec, or a pytree of them")
         for spec in specs:
             self._axes_known(spec, "out")
+        _tolerance(self.rtol, "rtol")
+        _tolerance(self.atol, "atol")
         if self.dtype is not None and not callable(self.dtype):
             raise ContractError("dtype", self.dtype, "must be a function of the input dtypes, or None")
         if self.raises is not None and not (
