@@ -218,6 +218,11 @@ def test_the_example_contracts_pass_the_correct_and_catch_the_broken(name: str, 
     if failing is None:
         assert done.returncode == 0 and verdict(report) == "conforming", done.stdout[-4000:]
         assert set(found) >= {"fn.values", "fn.layout", "fn.jit", "fn.histories", "fn.compile-once"}
+        import json
+
+        import jsonschema
+
+        jsonschema.validate(report, json.loads((ROOT / "conformance" / "report-schema.json").read_text()))
     else:
         assert done.returncode == 1 and verdict(report) == "not conforming", done.stdout[-4000:]
         assert found[failing] == "failed", (found, done.stdout[-4000:])
