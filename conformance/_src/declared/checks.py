@@ -121,7 +121,7 @@ def fn_values(kit: DeclaredKit, _: None) -> int:
         _, result = kit.result(call)
         judge_values(kit, call, result)
 
-    return kit.search(draw.calls(kit.contract), body)
+    return kit.search(lambda d: draw.calls(kit.contract, d), body)
 
 
 @check("fn.dtype", "each result keeps the dtype the contract's rule gives", declared=True)
@@ -141,7 +141,7 @@ def fn_dtype(kit: DeclaredKit, _: None) -> int:
                     hint="compute in the input's dtype, or declare the rule (Contract(dtype=...))",
                 )
 
-    return kit.search(draw.calls(kit.contract), body, share=0.5)
+    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.5)
 
 
 @check("fn.layout", "each result is laid out as the contract's out spec says, shard by shard", declared=True)
@@ -150,7 +150,7 @@ def fn_layout(kit: DeclaredKit, _: None) -> int:
         _, result = kit.result(call)
         judge_layout(kit, call, result)
 
-    return kit.search(draw.calls(kit.contract), body)
+    return kit.search(lambda d: draw.calls(kit.contract, d), body)
 
 
 @check("fn.jit", "each result came out of jax.jit with the contract's out shardings", declared=True)
@@ -169,7 +169,7 @@ def fn_jit(kit: DeclaredKit, _: None) -> int:
         if outcome.error is not None:
             kit.fail_raised(call, outcome.error)
 
-    return kit.search(draw.calls(kit.contract), body, share=0.5)
+    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.5)
 
 
 @check("fn.input-intact", "the caller's arguments are neither deleted nor changed by a call", declared=True)
@@ -178,7 +178,7 @@ def fn_input_intact(kit: DeclaredKit, _: None) -> int:
         args, _ = kit.result(call)
         judge_intact(kit, call, args)
 
-    return kit.search(draw.calls(kit.contract), body, share=0.5)
+    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.5)
 
 
 @check(
@@ -189,19 +189,23 @@ def fn_global_state(kit: DeclaredKit, _: None) -> int:
         before = kit.run(call, calling.global_state).result
         kit.result(call)
         after = kit.run(call, calling.global_state).result
-        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-        if changed:
-            name = changed[0]
-            kit.fail(
-                f"the call changed global state ({len(changed)} setting(s): {', '.join(changed[:5])})",
-                call,
-                expected=f"{name} = {before.get(name)}",
-                got=f"{name} = {after.get(name)}",
-                hint="use context managers (with jax.set_mesh(...)) or pass shardings explicitly; "
-                "never jax.config.update inside the function",
-            )
+        # A change an earlier call made and left is a change too: against the session's first state.
+        initial = kit.runner.initial_state or before
+        for then, when in ((before, "the call changed"), (initial, "an earlier call changed and left")):
+            changed = sorted(k for k in then.keys() | after.keys() if then.get(k) != after.get(k))
+            if changed:
+                name = changed[0]
+                kit.fail(
+                    f"{when} global state ({len(changed)} setting(s): {', '.join(changed[:5])})",
+                    call,
+                    expected=f"{name} = {then.get(name)}"
+                    + ("" if then is before else " (as before the session's first call)"),
+                    got=f"{name} = {after.get(name)}",
+                    hint="use context managers (with jax.set_mesh(...)) or pass shardings explicitly; "
+                    "never jax.config.update inside the function",
+                )
 
-    return kit.search(draw.calls(kit.contract), body, share=0.25)
+    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.25)
 
 
 @check("fn.raises", "an input the layouts do not divide raises the contract's error", declared=True)
@@ -239,7 +243,7 @@ def fn_raises(kit: DeclaredKit, _: None) -> int:
                 hint=f"raise {error_type.__name__} yourself, before JAX raises its own",
             )
 
-    return kit.search(draw.raising_calls(contract), body, share=0.5)
+    return kit.search(lambda d: draw.raising_calls(contract, d), body, share=0.5)
 
 
 @check(
@@ -258,7 +262,7 @@ def fn_histories(kit: DeclaredKit, _: None) -> int:
             judge_layout(kit, call, result)
             judge_intact(kit, call, args)
 
-    return kit.search(draw.histories(kit.contract), body)
+    return kit.search(lambda d: draw.histories(kit.contract, d), body)
 
 
 @check(
@@ -287,4 +291,4 @@ def fn_compile_once(kit: DeclaredKit, _: None) -> int:
                 )
             seen.add(key)
 
-    return kit.search(draw.histories(kit.contract), body)
+    return kit.search(lambda d: draw.histories(kit.contract, d), body)

@@ -141,7 +141,14 @@ class Form:
 
 
 @st.composite
-def forms(draw: st.DrawFn, contract: Contract, mesh_list: list[Mesh], *, indivisible: bool = False) -> Form:
+def forms(
+    draw: st.DrawFn,
+    contract: Contract,
+    mesh_list: list[Mesh],
+    *,
+    indivisible: bool = False,
+    dtype: str | None = None,
+) -> Form:
     first = contract.first
     rank = first.rank or 1
     multiple = _multiples(contract, first, mesh_list, rank)
@@ -161,7 +168,7 @@ def forms(draw: st.DrawFn, contract: Contract, mesh_list: list[Mesh], *, indivis
         else:
             own = _multiples(contract, arg, mesh_list, arg.rank or 1)
             shapes.append(tuple(draw(_side(m, contract)) for m in own))
-    dtype = draw(st.sampled_from(first.dtypes))
+    dtype = dtype or draw(st.sampled_from(first.dtypes))
     dtypes = [dtype] + [
         draw(st.sampled_from(a.dtypes)) if a.dtypes else dtype for a in contract.arguments[1:]
     ]
@@ -199,19 +206,20 @@ def mesh_strategy(contract: Contract) -> st.SearchStrategy[Mesh]:
 
 
 @st.composite
-def calls(draw: st.DrawFn, contract: Contract) -> Call:
-    """One call of the contract's domain: a mesh, shapes the layouts divide, dtypes, placements."""
+def calls(draw: st.DrawFn, contract: Contract, dtype: str | None = None) -> Call:
+    """One call of the contract's domain: a mesh, shapes the layouts divide, dtypes, placements
+    (``dtype``: the first argument's, else any of its dtypes)."""
     mesh = draw(mesh_strategy(contract))
-    form = draw(forms(contract, [mesh]))
+    form = draw(forms(contract, [mesh], dtype=dtype))
     return draw(calls_of(contract, mesh, form))
 
 
 @st.composite
-def raising_calls(draw: st.DrawFn, contract: Contract) -> Call:
+def raising_calls(draw: st.DrawFn, contract: Contract, dtype: str | None = None) -> Call:
     """A call whose first argument has a side that its first layout's parts do not divide
     (given as a NumPy array: JAX cannot commit it to that layout)."""
     mesh = draw(mesh_strategy(contract))
-    form = draw(forms(contract, [mesh], indivisible=True))
+    form = draw(forms(contract, [mesh], indivisible=True, dtype=dtype))
     return draw(calls_of(contract, mesh, form, indivisible=True))
 
 
@@ -224,12 +232,14 @@ class History:
 
 
 @st.composite
-def histories(draw: st.DrawFn, contract: Contract, *, max_calls: int = 8) -> History:
+def histories(
+    draw: st.DrawFn, contract: Contract, dtype: str | None = None, *, max_calls: int = 8
+) -> History:
     """Calls in an order Hypothesis searches and shrinks: over up to 3 meshes (any devices, any
     order, often alike in shape) and up to 2 forms, each step one of them, with fresh values;
     keys come back, after others and in a row."""
     mesh_list = draw(st.lists(mesh_strategy(contract), min_size=1, max_size=3, unique_by=lambda m: id(m)))
-    form_list = draw(st.lists(forms(contract, mesh_list), min_size=1, max_size=2))
+    form_list = draw(st.lists(forms(contract, mesh_list, dtype=dtype), min_size=1, max_size=2))
     steps = draw(
         st.lists(
             st.tuples(st.integers(0, len(mesh_list) - 1), st.integers(0, len(form_list) - 1)),

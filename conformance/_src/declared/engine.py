@@ -133,9 +133,29 @@ class DeclaredKit:
 
     # -- running checks ------------------------------------------------------------
     def search(
-        self, strategy: st.SearchStrategy[Any], body: Callable[[Any], None], *, share: float = 1.0
+        self,
+        strategy: Callable[[str | None], st.SearchStrategy[Any]],
+        body: Callable[[Any], None],
+        *,
+        share: float = 1.0,
     ) -> int:
-        """Run ``body`` on examples of ``strategy``; the shrunk failure is raised. Returns the count."""
+        """Run ``body`` on examples of ``strategy(dtype)``, the shrunk failure raised; return the count.
+
+        First one example of each of the first argument's dtypes (``strategy(name)``): every dtype
+        of the contract is judged in every run, by construction; then the profile's examples of
+        ``strategy(None)``, any dtype.
+        """
+        dtypes = self.contract.first.dtypes
+        count = 0
+        if len(dtypes) > 1:
+            for name in dtypes:
+                count += self._search(strategy(name), body, examples=1, salt=name)
+        examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
+        return count + self._search(strategy(None), body, examples=examples, salt="")
+
+    def _search(
+        self, strategy: st.SearchStrategy[Any], body: Callable[[Any], None], *, examples: int, salt: str
+    ) -> int:
         count = [0]
 
         def one(example: Any) -> None:
@@ -162,7 +182,6 @@ class DeclaredKit:
                 f"result broke the contract there (see that process's output)"
             )
 
-        examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
         test = settings(
             max_examples=examples,
             deadline=None,
@@ -179,7 +198,7 @@ class DeclaredKit:
             f"(the kit stopped shrinking after {budget:g} s: the example above is the smallest it found)"
         )
         with internals.shrink_budget(budget, stopped):
-            hypothesis_seed(self.check_seed(self.check_id))(test)()
+            hypothesis_seed(self.check_seed(self.check_id + salt))(test)()
         return count[0]
 
     def run_check(self, check_id: str) -> CheckVerdict:
