@@ -64,18 +64,8 @@ class DeclaredKit:
         """Call the function on ``call``'s fresh arguments (or the given ones); the outcome's
         ``error`` is what it raised."""
         args = call.arguments() if arguments is None else arguments
-        kwargs = call.keywords()
-        if self.runner.call_log is not None:
-            self.runner.label = (self.check_id, call.describe(), self.rerun_command())
-        impl = self.impl
-        try:
-            outcome = self.runner.run(
-                f"the call on {call.describe()}", lambda: finished(impl(*args, **kwargs))
-            )
-        except ImplementationHung as hung:
-            self.fail(
-                "the call did not return", call, expected="a result within --call-timeout", got=str(hung)
-            )
+        kwargs, impl = call.keywords(), self.impl
+        outcome = self.run(call, lambda: finished(impl(*args, **kwargs)))
         return args, outcome
 
     def run(self, call: Call, fn: Callable[[], Any]) -> Outcome:
