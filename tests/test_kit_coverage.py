@@ -20,9 +20,60 @@ DEVICES = 8
 FULL_CELLS = Axes().cells(Contract.FULL, devices=DEVICES)
 
 
-def test_the_full_contract_has_every_cell_of_the_four_axes() -> None:
-    assert len(FULL_CELLS) == 10 * len(PLACEMENTS) * len(MESHES) * len(LENGTHS) == 1120
-    assert len(set(FULL_CELLS)) == 1120
+def _pairs(groups: set[tuple[str, str, str]]) -> set[tuple[int, str, int, str]]:
+    return {(i, g[i], j, g[j]) for g in groups for i, j in ((0, 1), (0, 2), (1, 2))}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_the_full_contract_covers_every_pair_of_dtype_mesh_and_length_each_with_every_placement(
+    seed: int,
+) -> None:
+    cells = Axes().cells(Contract.FULL, devices=DEVICES, seed=seed)
+    groups = {(c.dtype, c.mesh, c.length) for c in cells}
+    dtypes = sorted({c.dtype for c in cells})
+    assert len(dtypes) == 10
+    assert len(groups) == 10 * len(MESHES) == 40  # the two longest axes' product; the product has 160
+    assert _pairs(groups) == {
+        (i, u, j, v)
+        for (i, us), (j, vs) in (
+            ((0, dtypes), (1, MESHES)),
+            ((0, dtypes), (2, LENGTHS)),
+            ((1, MESHES), (2, LENGTHS)),
+        )
+        for u in us
+        for v in vs
+    }
+    assert len(cells) == len(set(cells)) == 40 * len(PLACEMENTS)
+
+
+def test_another_seed_meets_other_triples() -> None:
+    def groups(seed: int) -> set[tuple[str, str, str]]:
+        return {(c.dtype, c.mesh, c.length) for c in Axes().cells(Contract.FULL, devices=DEVICES, seed=seed)}
+
+    assert len(set().union(*(groups(seed) for seed in range(8)))) > 2 * len(groups(0))
+
+
+@pytest.mark.parametrize(
+    "axes",
+    [
+        Axes(dtypes=("float32",)),
+        Axes(meshes=("default",)),
+        Axes(meshes=("2d",)),
+        Axes(placements=("numpy",), meshes=("1d", "2d"), lengths=("short", "medium", "long")),
+    ],
+    ids=["float32", "no-mesh", "2d", "indivisible"],
+)
+def test_a_narrowed_domain_meets_each_narrowed_value_with_every_value_of_the_others(axes: Axes) -> None:
+    cells = axes.cells(Contract.FULL, devices=DEVICES, seed=3)
+    groups = {(c.dtype, c.mesh, c.length) for c in cells}
+    full = {(c.dtype, c.mesh, c.length) for c in Axes().cells(Contract.FULL, devices=DEVICES, seed=3)}
+    values = [sorted({g[i] for g in groups}) for i in range(3)]
+    narrowed = [i for i, v in enumerate(values) if len(v) < len({g[i] for g in full})]
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        if i in narrowed or j in narrowed:
+            assert {(g[i], g[j]) for g in groups} == {(u, v) for u in values[i] for v in values[j]}, (i, j)
+    inside = {g for g in full if all(g[i] in values[i] for i in range(3))}
+    assert inside <= groups  # the design's own groups first: their compiles are shared
 
 
 def test_mesh_kinds_that_need_more_devices_leave_the_cells_on_fewer() -> None:
@@ -56,20 +107,22 @@ def test_the_indivisible_schedule_draws_lengths_the_data_axis_does_not_divide() 
         assert domains.INDIVISIBLE.accepts(case, Contract.FULL)
 
 
-def test_long_vectors_pass_every_threshold_for_every_dtype() -> None:
-    """Each dtype gets, over its four mesh kinds, a length past 4096, past 8192, past 65536
-    elements, and one of 1 MiB or more; all up to coverage.LONG_MAX."""
-    schedule = Schedule(7)
-    by_dtype: dict[str, list[Case]] = {}
-    for cell in FULL_CELLS:
-        if cell.length == "long" and cell.placement == "uncommitted":
-            by_dtype.setdefault(cell.dtype, []).append(schedule.case(cell))
-    for dtype, cases in by_dtype.items():
-        lengths = sorted(c.n for c in cases)
-        assert lengths[0] > 4096 and any(8192 < n for n in lengths), (dtype, lengths)
-        assert any(n > 65536 for n in lengths), (dtype, lengths)
-        assert any(c.values.nbytes >= 2**20 for c in cases), (dtype, lengths)
-        assert max(lengths) <= coverage.LONG_MAX
+@pytest.mark.parametrize("seed", [0, 7])
+def test_long_vectors_pass_every_threshold_every_run(seed: int) -> None:
+    """The design's long groups take the tiers in turn: a length past 4096, past 8192, past 65536
+    elements, and one of 1 MiB or more, every run; all up to coverage.LONG_MAX."""
+    schedule = Schedule(seed)
+    cases = [
+        schedule.case(cell)
+        for cell in Axes().cells(Contract.FULL, devices=DEVICES, seed=seed)
+        if cell.length == "long" and cell.placement == "uncommitted"
+    ]
+    lengths = sorted(c.n for c in cases)
+    assert lengths[0] > 4096
+    for power in (2**12, 2**13, 2**16):  # each tier's lengths are next to its power of two
+        assert any(abs(n - power) <= 8 for n in lengths), (power, lengths)
+    assert any(c.values.nbytes >= 2**20 for c in cases), lengths
+    assert max(lengths) <= coverage.LONG_MAX
 
 
 def test_cells_of_one_group_share_their_values_mesh_and_length() -> None:

@@ -15,9 +15,11 @@ Four axes cut the space of single calls into cells:
 * ``length``: empty, short (up to 64), medium (up to 4096), long (up to 2**20 + 7: 2**20 + 1
   rounded up to a multiple of the data axis).
 
-A check declares the axes it spans (``Axes``); its cells are their product,
-and the covering schedule (``schedule``) gives every one of them an input in
-every run, before Hypothesis draws the rest.  A check's verdict record
+A check declares the axes it spans (``Axes``); its cells are a covering
+design of them (``design``: every pair of values of two of dtype, mesh and
+length meets, each with every placement), not their whole product, and the
+covering schedule (``schedule``) gives every one of them an input in every
+run, before Hypothesis draws the rest.  A check's verdict record
 counts the inputs it judged per cell (``cell_of``), whoever drew them; the
 report shows the counts and names any cell left unvisited.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -124,7 +127,7 @@ def mesh_kind(mesh: Mesh | None) -> str:
 # The mesh's own classes (``MeshClass``), beside its kind: the data axis's size, the devices'
 # order, and where the data axis stands.  The schedule does not take their full product with
 # the cells: each (dtype, mesh kind, length) group gets one mesh, chosen so that every pair of
-# values of any two axes that can meet does (``schedule.mesh_variants``, ``pairs_of``).
+# values of two axes that can meet does, the dtype aside (``schedule.mesh_variants``, ``pairs_of``).
 DATA_SIZES = ("one", "power-of-two", "odd", "even-other")  # 1; 2, 4, 8; 3, 5, 7; 6
 ORDERS = ("prefix", "permuted", "subset")  # jax.devices()[:k]; those in another order; others
 DATA_POSITIONS = ("first", "second")  # the data axis is the mesh's first axis, or not
@@ -179,11 +182,12 @@ def axis_values(cell: Cell, klass: MeshClass) -> tuple[str, ...]:
 @functools.cache
 def pairs_of(cell: Cell, klass: MeshClass) -> frozenset[tuple[str, str, str, str]]:
     """Every pair (axis, value, axis, value) that an input of ``cell`` on a ``klass`` mesh covers,
-    where one of the two axes is a mesh class's (the others' pairs are the cells themselves)."""
+    where one of the two axes is a mesh class's (the others' pairs are the design's, ``design``),
+    and the other not the dtype: a dtype meets each mesh kind once, too few for every class."""
     values = axis_values(cell, klass)
     found = set()
     for i, j in itertools.combinations(range(len(PAIR_AXES)), 2):
-        if j >= 4:
+        if j >= 4 and i > 0:
             found.add((PAIR_AXES[i], values[i], PAIR_AXES[j], values[j]))
     return frozenset(found)
 
@@ -206,13 +210,80 @@ class Axes:
     meshes: tuple[str, ...] | None = None
     lengths: tuple[str, ...] | None = None
 
-    def cells(self, contract: Contract, *, devices: int, x64: bool = False) -> list[Cell]:
+    def cells(self, contract: Contract, *, devices: int, x64: bool = False, seed: int = 0) -> list[Cell]:
+        """The design's groups in this domain (``design``), each with every placement of the domain."""
         if contract is Contract.SEED:
-            dtypes, placements, meshes = ["float32"], ["uncommitted"], ["default"]
-        else:
-            domain = [str(d) for d in dtypes_in_domain(contract, x64=x64)]
-            dtypes = [d for d in domain if self.dtypes is None or d in self.dtypes]
-            placements = list(self.placements or PLACEMENTS)
-            meshes = [m for m in (self.meshes or MESHES) if MESH_DEVICES[m] <= devices]
-        lengths = list(self.lengths or LENGTHS)
-        return [Cell(*c) for c in itertools.product(dtypes, placements, meshes, lengths)]
+            return [Cell("float32", "uncommitted", "default", length) for length in self.lengths or LENGTHS]
+        every = (
+            [str(d) for d in dtypes_in_domain(contract, x64=x64)],
+            [m for m in MESHES if MESH_DEVICES[m] <= devices],
+            list(LENGTHS),
+        )
+        mine = tuple(
+            [v for v in values if wanted is None or v in wanted]
+            for values, wanted in zip(every, (self.dtypes, self.meshes, self.lengths), strict=True)
+        )
+        groups = in_domain(design(*every, seed=seed), mine, every, seed=seed)
+        placements = list(self.placements or PLACEMENTS)
+        return sorted(Cell(d, p, m, n) for d, m, n in groups for p in placements)
+
+
+Group = tuple[str, str, str]  # (dtype, mesh kind, length class): the cells that share a compile
+
+
+def _group_pairs(group: Group) -> set[tuple[int, str, int, str]]:
+    return {(i, group[i], j, group[j]) for i, j in itertools.combinations(range(3), 2)}
+
+
+def design(dtypes: list[str], meshes: list[str], lengths: list[str], *, seed: int = 0) -> list[Group]:
+    """The (dtype, mesh kind, length class) groups every run gives inputs in: every pair of
+    values of two of the three axes meets in one group at least (a covering array of
+    strength 2), each group with every placement.
+
+    The two longest axes' product, the third axis's values handed out in turn
+    (``(i + j) mod k``, a Latin square): the fewest groups that cover every pair,
+    10 dtypes x 4 mesh kinds = 40 groups where the full product has 160, each
+    its own compile.  The seed shuffles each axis first, so runs with other
+    seeds meet other triples.
+    """
+    rng = random.Random(f"design/{seed}")
+    axes = [list(dtypes), list(meshes), list(lengths)]
+    for values in axes:
+        rng.shuffle(values)
+    if not all(axes):
+        return []
+    a, b, c = sorted(range(3), key=lambda i: -len(axes[i]))  # stable: ties keep the axes' order
+    groups = []
+    for i, first in enumerate(axes[a]):
+        for j, second in enumerate(axes[b]):
+            group = [""] * 3
+            group[a], group[b], group[c] = first, second, axes[c][(i + j) % len(axes[c])]
+            groups.append((group[0], group[1], group[2]))
+    return groups
+
+
+def in_domain(
+    groups: list[Group], mine: tuple[list[str], ...], every: tuple[list[str], ...], *, seed: int = 0
+) -> list[Group]:
+    """The ``groups`` a domain of axis values ``mine`` (of ``every``) holds, and as many more of
+    its own as it takes that each value of an axis it narrows meets every value of the
+    others in it: a check of 2-D meshes judges every dtype and every length on them, a
+    check of float32 every mesh kind and every length.  Pairs of two axes it does not
+    narrow are the whole design's to cover (on a 2-D mesh, each dtype meets one length)."""
+    inside = [g for g in groups if all(g[i] in mine[i] for i in range(3))]
+    narrowed = [i for i in range(3) if set(mine[i]) != set(every[i])]
+    needed = {
+        (i, u, j, v)
+        for i, j in itertools.combinations(range(3), 2)
+        if i in narrowed or j in narrowed
+        for u in mine[i]
+        for v in mine[j]
+    }
+    needed -= set().union(set(), *(_group_pairs(g) for g in inside))
+    candidates: list[Group] = sorted(itertools.product(mine[0], mine[1], mine[2]))
+    random.Random(f"in-domain/{seed}").shuffle(candidates)
+    while needed:
+        best = max(candidates, key=lambda g: len(_group_pairs(g) & needed))
+        inside.append(best)
+        needed -= _group_pairs(best)
+    return inside

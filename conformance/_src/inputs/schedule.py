@@ -43,17 +43,21 @@ from conformance._src.library.strategies import OTHER_AXIS, values_from
 # The octaves of lengths every run gives one input (Schedule.octave_cases): (2**4, 2**5) to (2**19, 2**20).
 OCTAVES = range(4, 20)
 
+# Orders of the groups the mesh classes' greedy cover tries (Schedule._cover).
+COVER_TRIES = 12
+
 # The data axis's sizes of each class (coverage.DATA_SIZES).
 _SIZES = {"one": (1,), "power-of-two": (2, 4, 8), "odd": (3, 5, 7), "even-other": (6,)}
 
 
-def _group_pairs(klass: MeshClass, dtype: str, length: str) -> set[tuple[str, ...]]:
-    """The pairs a (dtype, length) group on a ``klass`` mesh covers: each class value with the
-    dtype and with the length, and the class values with each other."""
+def _group_pairs(klass: MeshClass, kind: str, length: str) -> set[tuple[str, ...]]:
+    """The pairs a group of mesh ``kind`` and ``length`` on a ``klass`` mesh covers: each class
+    value with the kind and with the length, and the class values with each other
+    (coverage.pairs_of: not with the dtype)."""
     values = [("data size", klass.data_size), ("order", klass.order), ("data position", klass.position)]
     return {
-        *(("dtype", dtype, axis, value) for axis, value in values),
         *(("length", length, axis, value) for axis, value in values),
+        *(("mesh", kind, axis, value) for axis, value in values),
         (klass.data_size, klass.order),
         (klass.data_size, klass.position),
         (klass.order, klass.position),
@@ -132,9 +136,10 @@ class Schedule:
     seed: int = 0
     contract: Contract = Contract.FULL  # the seed contract calls pjit_double(x) only
     _meshes: dict[str, Mesh | None] = field(default_factory=dict)
-    _variants: dict[str, dict[tuple[str, str], MeshClass]] = field(default_factory=dict)
+    _variants: dict[tuple[str, str, str], MeshClass] | None = None
     _cases: dict[tuple[Cell, bool], Case] = field(default_factory=dict)
     _values: dict[tuple[str, str, str, bool], np.ndarray] = field(default_factory=dict)
+    _design: list[coverage.Group] | None = None
 
     def _rng(self, *parts: object) -> random.Random:
         return random.Random(f"{self.seed}/" + "/".join(map(str, parts)))
@@ -153,52 +158,87 @@ class Schedule:
     def variant(self, kind: str, dtype: str, length: str) -> MeshClass:
         """The mesh class of a (dtype, ``kind``, length) group.
 
-        Chosen once per kind for all of its groups, greedily, so that every
-        pair of values of two axes that can meet does (dtype x data size,
-        length x order, data size x data position, ...): the pairs the
-        coverage table counts (coverage.pairs_of).  Every group holds every
+        Chosen once for all groups, greedily, so that every pair of values
+        of two axes that can meet does (length x data size, mesh kind x
+        order, data size x data position, ...): the pairs the coverage
+        table counts (coverage.pairs_of).  Every group holds every
         placement, so each class meets each placement too.
         """
-        if kind not in self._variants:
-            self._variants[kind] = self._cover(kind)
-        chosen = self._variants[kind]
-        if (dtype, length) not in chosen:  # a dtype outside the contract's list: any variant will do
+        if self._variants is None:
+            self._variants = self._cover()
+        if (kind, dtype, length) not in self._variants:  # a dtype outside the contract's: any will do
             options = mesh_variants(kind, len(jax.devices()))
             return options[zlib.crc32(f"{dtype}/{length}".encode()) % len(options)]
-        return chosen[(dtype, length)]
+        return self._variants[(kind, dtype, length)]
 
-    def _cover(self, kind: str) -> dict[tuple[str, str], MeshClass]:
-        options = mesh_variants(kind, len(jax.devices()))
+    def design(self) -> list[coverage.Group]:
+        """The whole space's groups this run (``coverage.design``), in the design's order."""
+        if self._design is None:
+            x64 = bool(jax.config.read("jax_enable_x64"))
+            devices = len(jax.devices())
+            self._design = coverage.design(
+                [str(d) for d in dtypes_in_domain(self.contract, x64=x64)],
+                [m for m in coverage.MESHES if coverage.MESH_DEVICES[m] <= devices],
+                list(coverage.LENGTHS),
+                seed=self.seed,
+            )
+        return self._design
+
+    def _cover(self) -> dict[tuple[str, str, str], MeshClass]:
+        """Greedy over the groups in a shuffled order, the best of ``COVER_TRIES`` orders: the
+        design's groups first (every check's cells hold them), then the rest a narrower domain
+        may add (coverage.in_domain)."""
+        devices = len(jax.devices())
         x64 = bool(jax.config.read("jax_enable_x64"))
-        groups = [
-            (str(d), length) for d in dtypes_in_domain(self.contract, x64=x64) for length in coverage.LENGTHS
+        rng = self._rng("cover")
+        first = [(k, d, length) for d, k, length in self.design() if k != "default"]
+        rest = [
+            (k, str(d), length)
+            for k in coverage.MESHES
+            if k != "default" and coverage.MESH_DEVICES[k] <= devices
+            for d in dtypes_in_domain(self.contract, x64=x64)
+            for length in coverage.LENGTHS
+            if (k, str(d), length) not in first
         ]
-        rng = self._rng("cover", kind)
-        rng.shuffle(groups)
-        covered: set[tuple[str, ...]] = set()
-        chosen: dict[tuple[str, str], MeshClass] = {}
-        for dtype, length in groups:
-            new = {v: len(_group_pairs(v, dtype, length) - covered) for v in options}
-            pick = rng.choice([v for v in options if new[v] == max(new.values())])
-            chosen[(dtype, length)] = pick
-            covered |= _group_pairs(pick, dtype, length)
-        return chosen
+        best: tuple[int, dict[tuple[str, str, str], MeshClass]] = (-1, {})
+        for _ in range(COVER_TRIES):
+            rng.shuffle(first)
+            rng.shuffle(rest)
+            covered: set[tuple[str, ...]] = set()
+            chosen: dict[tuple[str, str, str], MeshClass] = {}
+            score = 0
+            for groups in (first, rest):
+                for kind, dtype, length in groups:
+                    options = mesh_variants(kind, devices)
+                    new = {v: len(_group_pairs(v, kind, length) - covered) for v in options}
+                    pick = rng.choice([v for v in options if new[v] == max(new.values())])
+                    chosen[(kind, dtype, length)] = pick
+                    covered |= _group_pairs(pick, kind, length)
+                score = score or len(covered)  # what the design's groups cover: every check's cells
+            if score > best[0]:
+                best = (score, chosen)
+        return best[1]
 
     def length(self, cell: Cell, data_size: int, *, divisible: bool = True) -> int:
         """A length of the cell's class that ``data_size`` divides (or, ``divisible=False``, does not).
 
         Next to a power of two.  Long vectors come in four tiers, past the
         thresholds where implementations change path: past 4096 elements, past
-        8192, past 65536, and 1 MiB or more; each dtype gets every tier, one per
-        mesh kind (which tier goes with which kind changes with the seed).
+        8192, past 65536, and 1 MiB or more; the design's long groups take the
+        tiers in turn, so every tier comes every run (which dtype and mesh kind
+        get which changes with the seed).
         """
         rng = self._rng("length", cell.dtype, cell.mesh, cell.length, data_size, divisible)
         if cell.length == "empty":
             return 0
         if cell.length == "long":
             itemsize = np.dtype(jax.numpy.dtype(cell.dtype)).itemsize
-            mesh_index = coverage.MESHES.index(cell.mesh) if cell.mesh in coverage.MESHES else 0
-            tier = (zlib.crc32(cell.dtype.encode()) + mesh_index + self.seed) % 4
+            longs = [(d, k) for d, k, length in self.design() if length == "long"]
+            if (cell.dtype, cell.mesh) in longs:
+                tier = (longs.index((cell.dtype, cell.mesh)) + self.seed) % 4
+            else:  # a group a narrower domain adds
+                mesh_index = coverage.MESHES.index(cell.mesh) if cell.mesh in coverage.MESHES else 0
+                tier = (zlib.crc32(cell.dtype.encode()) + mesh_index + self.seed) % 4
             power = [2**12, 2**13, 2**16, max(2**17, 2**20 // itemsize)][tier]
             n = power + rng.choice([1, -1] if 0 < tier < 3 else [1])
             # The 1 MiB tier stays at 1 MiB or more: a data axis of 3, 5, 6 or 7 rounds it up, past

@@ -473,7 +473,10 @@ class Kit:
 
         assert check.domain is not None and check.domain.axes is not None
         return check.domain.axes.cells(
-            self.contract, devices=len(jax.devices()), x64=bool(jax.config.read("jax_enable_x64"))
+            self.contract,
+            devices=len(jax.devices()),
+            x64=bool(jax.config.read("jax_enable_x64")),
+            seed=self.schedule.seed,
         )
 
     def _run_schedule(self, check: Check, record: CheckVerdict, inconclusive: list[str]) -> None:

@@ -95,14 +95,15 @@ def run(kit: Kit) -> dict[str, Finding]:
         ),
     )
 
-    def judge_by_all(case: Case, cell: coverage.Cell) -> list[Check]:
-        """Every member still without a failure whose domain holds ``case`` judges it (one call,
-        shared); the checks that judged it, a failure now among them or not."""
+    def judge_by_all(case: Case, cell: coverage.Cell, *, in_cells: bool = True) -> list[Check]:
+        """Every member still without a failure whose domain holds ``case`` (and, ``in_cells``,
+        whose cells hold ``cell``) judges it (one call, shared); the checks that judged it, a
+        failure now among them or not."""
         judged = []
         for check in members:
             finding = findings[check.id]
             assert check.domain is not None
-            if finding.failure is not None or cell not in cells_of[check.id]:
+            if finding.failure is not None or (in_cells and cell not in cells_of[check.id]):
                 continue
             if not check.domain.accepts(case, kit.contract):
                 continue
@@ -137,7 +138,7 @@ def run(kit: Kit) -> dict[str, Finding]:
         for done in group:
             kit.pool.forget(done)
         for k, case in kit.schedule.octave_cases():  # every octave of lengths: one call, judged by all
-            for check in judge_by_all(case, coverage.cell_of(case)):
+            for check in judge_by_all(case, coverage.cell_of(case), in_cells=False):
                 if findings[check.id].failure is None:
                     octaves = findings[check.id].record.octaves
                     octaves[f"2^{k}"] = octaves.get(f"2^{k}", 0) + 1
