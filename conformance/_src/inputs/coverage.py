@@ -214,11 +214,7 @@ class Axes:
         """The design's groups in this domain (``design``), each with every placement of the domain."""
         if contract is Contract.SEED:
             return [Cell("float32", "uncommitted", "default", length) for length in self.lengths or LENGTHS]
-        every = (
-            [str(d) for d in dtypes_in_domain(contract, x64=x64)],
-            [m for m in MESHES if MESH_DEVICES[m] <= devices],
-            list(LENGTHS),
-        )
+        every = whole_space(contract, devices=devices, x64=x64)
         mine = tuple(
             [v for v in values if wanted is None or v in wanted]
             for values, wanted in zip(every, (self.dtypes, self.meshes, self.lengths), strict=True)
@@ -229,6 +225,15 @@ class Axes:
 
 
 Group = tuple[str, str, str]  # (dtype, mesh kind, length class): the cells that share a compile
+
+
+def whole_space(contract: Contract, *, devices: int, x64: bool = False) -> tuple[list[str], ...]:
+    """Every dtype, mesh kind and length class of ``contract`` on ``devices``: ``design``'s axes."""
+    return (
+        [str(d) for d in dtypes_in_domain(contract, x64=x64)],
+        [m for m in MESHES if MESH_DEVICES[m] <= devices],
+        list(LENGTHS),
+    )
 
 
 def _group_pairs(group: Group) -> set[tuple[int, str, int, str]]:
@@ -279,7 +284,7 @@ def in_domain(
         for u in mine[i]
         for v in mine[j]
     }
-    needed -= set().union(set(), *(_group_pairs(g) for g in inside))
+    needed -= set().union(*(_group_pairs(g) for g in inside))
     candidates: list[Group] = sorted(itertools.product(mine[0], mine[1], mine[2]))
     random.Random(f"in-domain/{seed}").shuffle(candidates)
     while needed:

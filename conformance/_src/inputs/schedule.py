@@ -174,14 +174,10 @@ class Schedule:
     def design(self) -> list[coverage.Group]:
         """The whole space's groups this run (``coverage.design``), in the design's order."""
         if self._design is None:
-            x64 = bool(jax.config.read("jax_enable_x64"))
-            devices = len(jax.devices())
-            self._design = coverage.design(
-                [str(d) for d in dtypes_in_domain(self.contract, x64=x64)],
-                [m for m in coverage.MESHES if coverage.MESH_DEVICES[m] <= devices],
-                list(coverage.LENGTHS),
-                seed=self.seed,
+            every = coverage.whole_space(
+                self.contract, devices=len(jax.devices()), x64=bool(jax.config.read("jax_enable_x64"))
             )
+            self._design = coverage.design(*every, seed=self.seed)
         return self._design
 
     def _cover(self) -> dict[tuple[str, str, str], MeshClass]:
@@ -206,7 +202,7 @@ class Schedule:
             rng.shuffle(rest)
             covered: set[tuple[str, ...]] = set()
             chosen: dict[tuple[str, str, str], MeshClass] = {}
-            score = 0
+            scores = []
             for groups in (first, rest):
                 for kind, dtype, length in groups:
                     options = mesh_variants(kind, devices)
@@ -214,7 +210,8 @@ class Schedule:
                     pick = rng.choice([v for v in options if new[v] == max(new.values())])
                     chosen[(kind, dtype, length)] = pick
                     covered |= _group_pairs(pick, kind, length)
-                score = score or len(covered)  # what the design's groups cover: every check's cells
+                scores.append(len(covered))
+            score = scores[0] or scores[1]  # what the design's groups cover (every check's cells hold them)
             if score > best[0]:
                 best = (score, chosen)
         return best[1]
