@@ -29,6 +29,18 @@ in every run), and alternates that failed.  The exit status is 0 only when
 every mutant is killed in every run with every check of its ``KILLED_BY``
 failing, and no alternate fails in any run.
 
+``--ledger FILE`` keeps every run: each one, as it ends, is appended to FILE
+as one JSON line (the subject, the profile, a digest of the kit and of the
+subject, the exit status, the time, the schedule seed and every check's
+status and examples).  With a ledger, ``--runs N`` counts the runs FILE
+already holds for the same subject, profile and digests, and runs only the
+ones missing; the rates are printed over all N.  So a measurement that takes
+longer than one sitting is resumed, and one whose kit has changed since
+starts again (the digest covers conformance/, conftest.py, pyproject.toml,
+tests/hypothesis_fast_fail.py, tests/kit_process.py, the subject's module and
+the versions of Python, JAX, jaxlib, Hypothesis and pytest).
+``--from-ledger`` prints the table from FILE alone, running nothing.
+
 Every verdict is read from the run's JSON report (``--conformance-report``),
 never from its terminal output: a mutant is killed when some check's status
 is "failed" or "crashed"; an alternate fails when some check's is, or when
@@ -49,10 +61,14 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import hashlib
+import importlib.metadata
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -276,6 +292,98 @@ def run_conformance(
 
 
 # ---------------------------------------------------------------------------
+# The ledger: runs kept across sittings
+
+KIT_FILES = ("conftest.py", "pyproject.toml", "tests/hypothesis_fast_fail.py", "tests/kit_process.py")
+VERSIONED = ("jax", "jaxlib", "hypothesis", "pytest")
+
+
+def kit_digest() -> str:
+    """What a run's verdict depends on besides the subject: the kit's files and the versions."""
+    h = hashlib.sha256()
+    kit = (ROOT / "conformance").rglob("*")
+    paths = sorted(p for p in kit if p.is_file() and "__pycache__" not in p.parts)
+    for path in [*paths, *(ROOT / f for f in KIT_FILES)]:
+        h.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(sys.version.encode())
+    for dist in VERSIONED:
+        h.update(f"{dist}=={importlib.metadata.version(dist)}".encode())
+    return h.hexdigest()[:16]
+
+
+def subject_digest(subject: Subject) -> str:
+    return hashlib.sha256(subject.path.read_bytes()).hexdigest()[:16]
+
+
+class Ledger:
+    """Runs appended to a JSON-lines file as they end, and read back by subject, profile and digest."""
+
+    def __init__(self, path: Path, kit: str) -> None:
+        self.path = path
+        self.kit = kit
+        self._lock = threading.Lock()
+
+    def _key(self, subject: Subject, profile: str) -> tuple[str, str, str, str]:
+        return (subject.name, profile, self.kit, subject_digest(subject))
+
+    def runs(self, subjects: list[Subject], profile: str) -> dict[Subject, list[Run]]:
+        """The runs the file holds for ``subjects`` at this kit's digest."""
+        wanted = {self._key(s, profile): s for s in subjects}
+        found: dict[Subject, list[Run]] = {s: [] for s in subjects}
+        if not self.path.exists():
+            return found
+        for line in self.path.read_text().splitlines():
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            subject = wanted.get((record["subject"], record["profile"], record["kit"], record["source"]))
+            if subject is not None:
+                found[subject].append(_from_record(subject, record))
+        return found
+
+    def add(self, run: Run) -> None:
+        subject = run.subject
+        record = {
+            "subject": subject.name,
+            "kind": subject.kind,
+            "profile": run.profile,
+            "kit": self.kit,
+            "source": subject_digest(subject),
+            "returncode": run.returncode,
+            "seconds": round(run.seconds, 2),
+            "schedule_seed": run.schedule_seed,
+            "verdict": run.verdict,
+            "checks": (
+                None
+                if run.report is None
+                else [[c["id"], c["status"], c["examples"]] for c in run.report["checks"]]
+            ),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        if not run.killed if subject.kind == "mutants" else run.false_failure:
+            record["output_tail"] = "\n".join(run.output.strip().splitlines()[-40:])
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+
+
+def _from_record(subject: Subject, record: dict[str, Any]) -> Run:
+    report = None
+    if record["checks"] is not None:
+        report = {
+            "run": {"schedule_seed": record["schedule_seed"]},
+            "verdict": {"status": record["verdict"]},
+            "checks": [{"id": c, "status": s, "examples": e, "message": ""} for c, s, e in record["checks"]],
+        }
+    output = record.get("output_tail", "[kept in the ledger: the output's tail only for failures]")
+    return Run(subject, record["profile"], record["returncode"], output, record["seconds"], report)
+
+
+# ---------------------------------------------------------------------------
 # The table
 
 
@@ -356,8 +464,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME",
         help="only this mutant or alternate (repeatable; the same as naming it)",
     )
+    parser.add_argument(
+        "--ledger",
+        type=Path,
+        metavar="FILE",
+        help="append every run to FILE (JSON lines) and count the runs it already holds "
+        "for the same kit, subject and profile toward --runs",
+    )
+    parser.add_argument(
+        "--from-ledger",
+        action="store_true",
+        help="run nothing: print the table from --ledger's runs (the first --runs of each)",
+    )
     parser.add_argument("names", nargs="*", help="only these mutants/alternates (default: all)")
     args = parser.parse_args(argv)
+    if args.from_ledger and args.ledger is None:
+        parser.error("--from-ledger needs --ledger FILE")
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     if args.runs > 1 and args.profile == "ci":
@@ -373,27 +495,38 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"no mutant or alternate called {', '.join(sorted(missing))}")
     n = args.runs
+    ledger = Ledger(args.ledger, kit_digest()) if args.ledger is not None else None
+    kept = ledger.runs(subjects, args.profile) if ledger is not None else {s: [] for s in subjects}
+    runs: dict[Subject, list[Run]] = {s: kept[s][:n] for s in subjects}
+    todo = [(s, i) for i in range(n) for s in subjects if i >= len(runs[s])]
+    if args.from_ledger:
+        todo = []
+    have = sum(len(r) for r in runs.values())
     print(
         f"profile {args.profile}: {len(subjects) * n} runs of the full suite ({n} per module, fresh draws), "
-        f"{args.jobs} at a time",
+        + (f"{have} kept in {args.ledger} (kit {ledger.kit}), " if ledger is not None else "")
+        + f"{len(todo)} to run, {args.jobs} at a time",
         flush=True,
     )
     print(
         f"{'name':<36} {'verdict':<9} {'examples':>8} {'time':>7} {'schedule':>10}  failed checks", flush=True
     )
     start = time.perf_counter()
-    runs: dict[Subject, list[Run]] = {s: [] for s in subjects}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         fast_fail = False if args.shrink else None
-        futures = {
-            pool.submit(run_conformance, s, args.profile, (), fast_fail): (s, i)
-            for i in range(n)
-            for s in subjects
-        }
+        futures = {pool.submit(run_conformance, s, args.profile, (), fast_fail): (s, i) for s, i in todo}
         for future in concurrent.futures.as_completed(futures):
             run = future.result()
             runs[run.subject].append(run)
+            if ledger is not None:
+                ledger.add(run)
             print(_line(run, f" #{futures[future][1] + 1}" if n > 1 else ""), flush=True)
+    short = {s.name: len(r) for s, r in runs.items() if len(r) < n}
+    if short:
+        # only with --from-ledger: the rates below are over the runs each subject has
+        print(f"fewer than {n} runs kept for: {', '.join(f'{k} ({v})' for k, v in sorted(short.items()))}")
+        runs = {s: r for s, r in runs.items() if r}
+        subjects = [s for s in subjects if s in runs]
 
     mutants = {s: r for s, r in runs.items() if s.kind == "mutants"}
     alternates = {s: r for s, r in runs.items() if s.kind == "alternates"}
