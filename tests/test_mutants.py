@@ -23,11 +23,13 @@ each run's JSON report (``--conformance-report``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.kit_process import BROKEN
 from tests.kit_server import KitServer
-from tests.mutation_score import Run, Subject, discover, run_conformance
+from tests.mutation_score import Ledger, Run, Subject, discover, kit_digest, run_conformance
 
 MUTANTS = discover("mutants")
 ALTERNATES = discover("alternates")
@@ -116,3 +118,32 @@ def test_alternate_passes_the_whole_suite(alternate: Subject, kit_server: KitSer
             assert status == "passed", f"{check_id}: {status}\n" + _report(run)
     if alternate.name in ("aot_compiled", "s_aot_traced_stages"):  # executables are watched: judged
         assert run.statuses.get("jit.shardings") == "passed", _report(run)
+
+
+def test_the_ledger_keeps_runs_by_kit_and_subject(tmp_path: Path) -> None:
+    """A run appended to the ledger is read back whole for the same kit digest, subject and
+    profile, and not for another kit or profile (tests/mutation_score.py --ledger)."""
+    mutant = MUTANTS[0]
+    report = {
+        "run": {"schedule_seed": 7},
+        "verdict": {"status": "not conforming"},
+        "checks": [
+            {"id": "values.float32", "status": "failed", "examples": 3, "message": "m"},
+            {"id": "layout.mesh", "status": "passed", "examples": 8, "message": ""},
+        ],
+    }
+    run = Run(mutant, "default", 1, "output", 12.5, report)
+    ledger = Ledger(tmp_path / "ledger.jsonl", "kit-a")
+    ledger.add(run)
+    ledger.add(Run(mutant, "default", 1, "the tail", 3.0, None))
+    back = ledger.runs([mutant], "default")[mutant]
+    assert [(r.returncode, r.seconds, r.schedule_seed, r.verdict) for r in back] == [
+        (1, 12.5, 7, "not conforming"),
+        (1, 3.0, None, None),
+    ]
+    assert back[0].statuses == run.statuses and back[0].examples == run.examples
+    assert back[0].killed and not back[1].killed
+    assert back[1].output == "the tail"  # a survivor's output tail is kept
+    assert Ledger(tmp_path / "ledger.jsonl", "kit-b").runs([mutant], "default")[mutant] == []
+    assert ledger.runs([mutant], "ci")[mutant] == []
+    assert len(kit_digest()) == 16
