@@ -169,3 +169,10 @@ def test_installed_plugin_stays_dormant_in_other_test_runs(venv: Path, tmp_path:
     done = run_kit("test_mine.py", cwd=project, python=str(venv))
     assert done.returncode == 0, done.stdout[-3000:]  # the kit did not force 8 devices on this run
     assert "pjit_double conformance" not in done.stdout
+    # A module of that project that fails to import is pytest's own collection error (exit 2),
+    # not an internal error of the installed plug-in's progress line.
+    (project / "test_broken.py").write_text("import no_such_module_anywhere\n")
+    done = run_kit("test_broken.py", cwd=project, python=str(venv))
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ERROR collecting test_broken.py" in done.stdout, done.stdout[-3000:]
+    assert "INTERNALERROR" not in done.stdout + done.stderr, done.stdout[-3000:] + done.stderr[-3000:]

@@ -48,8 +48,10 @@ def select_and_mark(config: pytest.Config, items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError))
 
 
-def verdict_of(report: pytest.TestReport) -> CheckVerdict | None:
-    for name, value in report.user_properties:
+def verdict_of(report: pytest.TestReport | pytest.CollectReport) -> CheckVerdict | None:
+    """The check's verdict a test's report carries; None for any other report (a collection
+    report has no user properties: the plug-in is installed in every pytest run)."""
+    for name, value in getattr(report, "user_properties", ()):
         if name == VERDICT_PROPERTY and isinstance(value, dict):
             return CheckVerdict.from_dict(value)
     return None
