@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     alternates = {s: r for s, r in runs.items() if s.kind == "alternates"}
     survivors = [s for s, r in mutants.items() if not all(run.killed for run in r)]
     unverified = {
-        (s.name, c): sum(run.statuses.get(c) not in BROKEN for run in r)
+        (s.name, c): (sum(run.statuses.get(c) not in BROKEN for run in r), len(r))
         for s, r in mutants.items()
         for c in s.killed_by
         if any(run.statuses.get(c) not in BROKEN for run in r)
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     if unverified:
         print(
             "KILLED_BY checks that did not fail (runs missed): "
-            + ", ".join(f"{name}: {check} ({k}/{n})" for (name, check), k in sorted(unverified.items()))
+            + ", ".join(f"{name}: {check} ({k}/{m})" for (name, check), (k, m) in sorted(unverified.items()))
         )
     if false_failures:
         print(f"failing alternates (in some run): {', '.join(sorted(s.name for s in false_failures))}")
