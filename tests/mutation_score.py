@@ -563,7 +563,8 @@ def main(argv: list[str] | None = None) -> int:
                 ):
                     print(_explain(run))
     claims = sum(len(s.killed_by) for s in mutants)
-    print(f"killed {len(mutants) - len(survivors)} / {len(mutants)}" + (f" in all {n} runs" if n > 1 else ""))
+    over = " in every run kept" if short else f" in all {n} runs" if n > 1 else ""
+    print(f"killed {len(mutants) - len(survivors)} / {len(mutants)}{over}")
     print(f"KILLED_BY claims verified: {claims - len(unverified)} / {claims}")
     print(f"false failures on alternates: {len(false_failures)} / {len(alternates)}")
     print(f"profile {args.profile}, {time.perf_counter() - start:.0f} s wall")
