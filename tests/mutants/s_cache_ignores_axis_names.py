@@ -8,7 +8,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-KILLED_BY = ("layout.mesh",)
+KILLED_BY = ("state.histories",)
 
 
 def _double(x: jax.Array) -> jax.Array:
