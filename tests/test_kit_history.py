@@ -234,6 +234,31 @@ def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
             assert case.n % data_axis_size(case.mesh) == 0 and case.n > 0
 
 
+def test_every_run_plans_one_device_array_with_its_axis_names_swapped() -> None:
+    """A cache keyed on the devices alone (shape, ids, order) meets, every run, two meshes it
+    cannot tell apart: the same device array named ('data', 'model') and ('model', 'data')."""
+    planned = history.planned(contract=Contract.FULL)  # type: ignore[arg-type]
+    pairs = [
+        (a.mesh, b.mesh)
+        for steps in planned
+        for a, b in itertools.pairwise(steps)
+        if a.mesh is not None and b.mesh is not None
+    ]
+    swapped = [
+        (a, b)
+        for a, b in pairs
+        if a.devices.shape == b.devices.shape
+        and (a.devices == b.devices).all()
+        and a.axis_names == tuple(reversed(b.axis_names))
+        and a.shape["data"] != 1
+        and b.shape["data"] != 1
+    ]
+    assert len(swapped) >= 3
+    for steps in planned:
+        for case in steps:
+            assert case.n % data_axis_size(case.mesh) == 0 and case.n > 0
+
+
 def test_the_twin_of_a_call_is_passed_the_other_way_jit_treats_alike() -> None:
     values = np.arange(4, dtype=np.float32)
     mesh = make_mesh([0, 1], (2,), ("data",))

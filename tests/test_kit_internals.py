@@ -162,6 +162,32 @@ def test_a_known_jax_bug_names_the_version_and_the_fix() -> None:
     assert not jax_bugs.EMPTY_SPLIT.raised(ValueError("Unexpected XLA sharding override"))
 
 
+def test_the_memory_kind_bug_is_what_jax_itself_does_here() -> None:
+    """The kit excuses a pinned_host input split onto several devices only where JAX itself,
+    with nothing of the kit in the way, cannot move it (JAX 0.12.1 on CPU; not 0.10.2)."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    from conformance._src.inputs.case import Case, other_memory_kinds
+
+    devices = jax.local_devices()
+    mesh = Mesh(np.array(devices[:4]), ("data",))
+    for kind in other_memory_kinds():
+        x = jax.device_put(np.arange(8, dtype=np.float32), SingleDeviceSharding(devices[1], memory_kind=kind))
+        try:
+            jax.device_put(x, NamedSharding(mesh, PartitionSpec("data"))).block_until_ready()
+            jax_cannot = False
+        except Exception as error:  # noqa: BLE001 -- what JAX itself does is the measurement
+            jax_cannot = jax_bugs.ONE_DEVICE_MEMORY_SPREAD.raised(error)
+        case = Case(
+            values=np.arange(8, dtype=np.float32), mesh=mesh, mesh_arg="mesh", placement=("memory", kind, 1)
+        )
+        assert (jax_bugs.hitting(case) is jax_bugs.ONE_DEVICE_MEMORY_SPREAD) is jax_cannot, kind
+        on_target = Case(values=case.values, mesh=mesh, mesh_arg="mesh", placement=("memory", kind, "target"))
+        assert jax_bugs.hitting(on_target) is None, kind
+
+
 CLUSTER_BREAK_PLUGIN = """
 import pytest
 

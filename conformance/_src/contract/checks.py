@@ -228,6 +228,18 @@ def _layout_hint(case: Case, result: Any) -> str:
             f"the result's partition spec is {spec}; the target is PartitionSpec('data') "
             f"(shard the vector over the 'data' axis, replicate over the others)"
         )
+    got_mesh = getattr(result.sharding, "mesh", None)
+    if (
+        case.mesh is not None
+        and got_mesh is not None
+        and got_mesh.devices.shape == case.mesh.devices.shape
+        and tuple(got_mesh.axis_names) != tuple(case.mesh.axis_names)
+    ):
+        return (
+            f"the result's mesh names its axes {tuple(got_mesh.axis_names)}; the mesh given names "
+            f"them {tuple(case.mesh.axis_names)} over the same devices -- is a cache keyed on the "
+            f"devices alone, not the axis names?"
+        )
     return (
         "the right devices but not in the mesh's order: shards must follow mesh.devices "
         "(did you sort devices or rebuild the mesh?)"
@@ -955,7 +967,8 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
     x = make_input(case)
     try:
         _, outcome = kit.call(case, x, watch_jit=True)
-    except jax_bugs.KnownBugHit:
+    except jax_bugs.KnownBugHit as hit:
+        kit.not_judged(hit, None)  # counted in the verdict; a history step has no cell of its own
         return False  # JAX's own bug: not the implementation's (jax_bugs.py)
     if outcome.error is not None:
         if may_refuse(case, outcome.error):

@@ -40,9 +40,14 @@ class KnownBug:
     message: str  # a fragment of the exception's message
     error: type[BaseException]
     hits: Callable[[Case], bool]  # whether an input is one the bug hits (on a JAX that has it)
+    # Whether the installed JAX has it, measured by doing what the bug does (once per process);
+    # None: known from the releases alone (``fixed_in``).
+    measured: Callable[[], bool] | None = None
 
     def present(self) -> bool:
         """Whether the installed JAX has the bug."""
+        if self.measured is not None:
+            return self.measured()
         return self.fixed_in is None or jax_version() < self.fixed_in
 
     def raised(self, error: BaseException | None) -> bool:
@@ -53,6 +58,8 @@ class KnownBug:
         import jax
 
         fixed = "not fixed yet" if self.fixed_in is None else f"fixed in JAX {_text(self.fixed_in)}"
+        if self.measured is not None:
+            fixed = "measured in this run"
         return f"{self.what} (a bug of JAX {jax.__version__}, {fixed})"
 
 
@@ -96,7 +103,58 @@ NAN_ACROSS_PROCESSES = KnownBug(
     hits=_nan_for_every_process,
 )
 
-KNOWN_BUGS = (EMPTY_SPLIT, NAN_ACROSS_PROCESSES)
+
+def _one_device_memory_onto_many(case: Case) -> bool:
+    """An input committed to one device in another memory kind, for a target split over several devices."""
+    return (
+        case.placement[0] == "memory"
+        and case.placement[2] != "target"
+        and case.placement[1] in _memory_kinds_jax_cannot_spread()
+        and data_axis_size(case.mesh) > 1  # split: onto a replicated layout JAX 0.12.1 moves it
+    )
+
+
+@cache
+def _memory_kinds_jax_cannot_spread() -> frozenset[str]:
+    """The memory kinds from which this JAX's own ``jax.device_put`` cannot move a one-device
+    array onto a layout over two devices in their default memory: measured, not assumed (seen:
+    ``pinned_host`` on CPU, JAX 0.12.1; none on 0.10.2)."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    from conformance._src.inputs.case import other_memory_kinds
+
+    devices = jax.local_devices()
+    if len(devices) < 2:
+        return frozenset()
+    spread = NamedSharding(Mesh(np.array(devices[:2]), ("data",)), PartitionSpec("data"))
+    failing = set()
+    for kind in other_memory_kinds():
+        try:
+            x = jax.device_put(np.zeros(2, np.float32), SingleDeviceSharding(devices[0], memory_kind=kind))
+            jax.block_until_ready(jax.device_put(x, spread))
+        except Exception as error:  # noqa: BLE001 -- JAX's own refusal is what is measured
+            if ONE_DEVICE_MEMORY_SPREAD.message in str(error):
+                failing.add(kind)
+    return frozenset(failing)
+
+
+ONE_DEVICE_MEMORY_SPREAD = KnownBug(
+    id="jax-device-put-memory-kind-spread",
+    what=(
+        "jax.device_put of an array committed to one device in another memory kind (pinned_host) "
+        "onto a layout split over several devices raises JaxRuntimeError ('UNIMPLEMENTED: Unsupported "
+        "layout used for PjRt CPU buffers'), and so does a jit given it"
+    ),
+    fixed_in=None,
+    message="Unsupported layout used for PjRt CPU buffers",
+    error=RuntimeError,  # jax.errors.JaxRuntimeError
+    hits=_one_device_memory_onto_many,
+    measured=lambda: bool(_memory_kinds_jax_cannot_spread()),
+)
+
+KNOWN_BUGS = (EMPTY_SPLIT, NAN_ACROSS_PROCESSES, ONE_DEVICE_MEMORY_SPREAD)
 
 
 @cache

@@ -470,7 +470,10 @@ def planned(
       between each other's: a path that changes after a key's K-th call (in a row, or in one
       placement) meets every K up to ``DEPTH``;
     * ids of one and two digits (12 or more devices): two meshes whose ids join alike without a
-      separator (1, 10 and 11, 0), called in turn.
+      separator (1, 10 and 11, 0), called in turn;
+    * names swapped (2 or more devices): one device array as a 2-D mesh, ('data', other) and
+      ('other', 'data'), called in turn: a cache keyed on the devices alone (their shape, ids or
+      order) gives one of them the other's layout.
     """
     rng = random.Random(f"planned/{seed}")
     dtypes = dtypes_in_domain(contract, x64=x64)
@@ -513,7 +516,24 @@ def planned(
                 values = values_from(np.random.default_rng(rng.getrandbits(32)), float32, 4)
                 turns.append(Case(values, mesh, "mesh", Schedule.placement(kind, 4, mesh, rng)))
         found.append(turns)
+    if len(every) >= 2:
+        found.append(_names_swapped(every, float32, kinds, rng))
     return found
+
+
+def _names_swapped(every: list[int], dtype: np.dtype, kinds: list[str], rng: random.Random) -> list[Case]:
+    """Four calls over one device array, 2 x (up to 4) devices, its axes named ('data', other)
+    then (other, 'data'), in turn; each length splits evenly over both 'data' axes."""
+    rows = min(len(every), 8) // 2
+    devices = jax.devices()[: 2 * rows]
+    first = Mesh(np.array(devices).reshape(2, rows), (DATA_AXIS, OTHER_AXIS))
+    swapped = Mesh(first.devices, (OTHER_AXIS, DATA_AXIS))
+    n = 2 * int(np.lcm(2, rows))
+    turns = []
+    for k, mesh in enumerate([first, swapped, first, swapped]):
+        values = values_from(np.random.default_rng(rng.getrandbits(32)), dtype, n)
+        turns.append(Case(values, mesh, "mesh", Schedule.placement(kinds[k % len(kinds)], n, mesh, rng)))
+    return turns
 
 
 def replay(judge_step: Callable[[list[Case], Case], bool], steps: list[Case]) -> None:

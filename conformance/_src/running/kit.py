@@ -113,6 +113,13 @@ class Kit:
             raise jax_bugs.KnownBugHit(bug)  # JAX's own bug, not the implementation's: not judged
         return x, outcome
 
+    def not_judged(self, hit: jax_bugs.KnownBugHit, case: Case | None) -> None:
+        """Count an input a known bug of the installed JAX kept from being judged (and its cell)."""
+        hits = self._hits.setdefault(self.check_id, {})
+        hits[str(hit)] = hits.get(str(hit), 0) + 1
+        if case is not None:
+            self._hit_cells.setdefault(self.check_id, set()).add(str(coverage.cell_of(case)))
+
     def _call(self, case: Case, x: Any, *, watch_jit: bool) -> tuple[Any, Outcome]:
         self._clear_raised()
         if x is None:
@@ -373,10 +380,7 @@ class Kit:
         except Refused:
             pass  # an input it may refuse, refused: nothing more to judge (hygiene checks judged x)
         except jax_bugs.KnownBugHit as hit:  # JAX's own bug: the input is not judged, and counted as such
-            hits = self._hits.setdefault(self.check_id, {})
-            hits[str(hit)] = hits.get(str(hit), 0) + 1
-            if isinstance(case, Case):
-                self._hit_cells.setdefault(self.check_id, set()).add(str(coverage.cell_of(case)))
+            self.not_judged(hit, case if isinstance(case, Case) else None)
         except (Exception, ImplementationHung) as error:
             # Hypothesis keeps every failing example's exception until the check ends,
             # and with it every frame's locals: results of any size.  Keep the frames
