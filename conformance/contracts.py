@@ -15,15 +15,17 @@ NumPy function), the ``dtype`` rule, the tolerance (``rtol``/``atol``, as
 raises ``ContractError`` naming the field and the value, and under the kit's command line it is
 a usage error (exit 4).  docs/contracts.md has a runnable example for each field.
 
-``PJIT_DOUBLE`` is ``pjit_double``'s full contract declared so (``--contract
-conformance.contracts:PJIT_DOUBLE`` judges an implementation by the declared checks); ``--contract
-full`` stays the deeper judgement of it.
+``SEED`` and ``FULL`` are ``pjit_double``'s two contracts declared so: ``--contract seed`` and
+``--contract full`` name them (``PJIT_DOUBLE`` is ``FULL``).  A contract of their form -- one
+vector argument laid out ``P('data')`` and returned so, the mesh given by keyword or none --
+gets every check of the kit (``pytest --list-checks``); any other gets the ``fn.*`` checks.
 """
 
 from conformance._src.declared.contract import Argument, Contract, ContractError, by_dtype
-from conformance._src.declared.pjit_double import pjit_double_contract
+from conformance._src.declared.pjit_double import full, seed
 
-# pjit_double's full contract in this form: --contract conformance.contracts:PJIT_DOUBLE
-PJIT_DOUBLE: Contract = pjit_double_contract()
+SEED: Contract = seed()  # --contract seed: pjit_double(x), float32, one device
+FULL: Contract = full()  # --contract full: plus mesh=, every dtype, every placement
+PJIT_DOUBLE: Contract = FULL
 
-__all__ = ["PJIT_DOUBLE", "Argument", "Contract", "ContractError", "by_dtype"]
+__all__ = ["FULL", "PJIT_DOUBLE", "SEED", "Argument", "Contract", "ContractError", "by_dtype"]

@@ -10,14 +10,14 @@ from hypothesis import strategies as st
 
 from conformance import strategies as cst
 from conformance._src.contract import domains
-from conformance._src.contract.terms import Contract, data_axis_size, target_sharding
+from conformance._src.contract.terms import data_axis_size, named, target_sharding
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
 from conformance._src.inputs.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of
 from conformance._src.inputs.schedule import Schedule
 
 DEVICES = 8
-FULL_CELLS = Axes().cells(Contract.FULL, devices=DEVICES)
+FULL_CELLS = Axes().cells(named("full"), devices=DEVICES)
 
 
 def _pairs(groups: set[tuple[str, str, str]]) -> set[tuple[int, str, int, str]]:
@@ -28,7 +28,7 @@ def _pairs(groups: set[tuple[str, str, str]]) -> set[tuple[int, str, int, str]]:
 def test_the_full_contract_covers_every_pair_of_dtype_mesh_and_length_each_with_every_placement(
     seed: int,
 ) -> None:
-    cells = Axes().cells(Contract.FULL, devices=DEVICES, seed=seed)
+    cells = Axes().cells(named("full"), devices=DEVICES, seed=seed)
     groups = {(c.dtype, c.mesh, c.length) for c in cells}
     dtypes = sorted({c.dtype for c in cells})
     assert len(dtypes) == 10
@@ -48,7 +48,7 @@ def test_the_full_contract_covers_every_pair_of_dtype_mesh_and_length_each_with_
 
 def test_another_seed_meets_other_triples() -> None:
     def groups(seed: int) -> set[tuple[str, str, str]]:
-        return {(c.dtype, c.mesh, c.length) for c in Axes().cells(Contract.FULL, devices=DEVICES, seed=seed)}
+        return {(c.dtype, c.mesh, c.length) for c in Axes().cells(named("full"), devices=DEVICES, seed=seed)}
 
     assert len(set().union(*(groups(seed) for seed in range(8)))) > 2 * len(groups(0))
 
@@ -64,9 +64,9 @@ def test_another_seed_meets_other_triples() -> None:
     ids=["float32", "no-mesh", "2d", "indivisible"],
 )
 def test_a_narrowed_domain_meets_each_narrowed_value_with_every_value_of_the_others(axes: Axes) -> None:
-    cells = axes.cells(Contract.FULL, devices=DEVICES, seed=3)
+    cells = axes.cells(named("full"), devices=DEVICES, seed=3)
     groups = {(c.dtype, c.mesh, c.length) for c in cells}
-    full = {(c.dtype, c.mesh, c.length) for c in Axes().cells(Contract.FULL, devices=DEVICES, seed=3)}
+    full = {(c.dtype, c.mesh, c.length) for c in Axes().cells(named("full"), devices=DEVICES, seed=3)}
     values = [sorted({g[i] for g in groups}) for i in range(3)]
     narrowed = [i for i, v in enumerate(values) if len(v) < len({g[i] for g in full})]
     for i, j in ((0, 1), (0, 2), (1, 2)):
@@ -77,13 +77,13 @@ def test_a_narrowed_domain_meets_each_narrowed_value_with_every_value_of_the_oth
 
 
 def test_mesh_kinds_that_need_more_devices_leave_the_cells_on_fewer() -> None:
-    on_two = Axes().cells(Contract.FULL, devices=2)
+    on_two = Axes().cells(named("full"), devices=2)
     assert {c.mesh for c in on_two} == {"default", "1d", "2d-data1"}  # "2d" needs 4 devices
-    assert {c.mesh for c in Axes().cells(Contract.FULL, devices=1)} == {"default", "1d"}
+    assert {c.mesh for c in Axes().cells(named("full"), devices=1)} == {"default", "1d"}
 
 
 def test_the_seed_contract_has_one_cell_per_length() -> None:
-    cells = Axes().cells(Contract.SEED, devices=DEVICES)
+    cells = Axes().cells(named("seed"), devices=DEVICES)
     assert cells == [Cell("float32", "uncommitted", "default", length) for length in LENGTHS]
 
 
@@ -100,11 +100,11 @@ def test_the_schedule_gives_every_cell_an_input_in_that_cell(seed: int) -> None:
 def test_the_indivisible_schedule_draws_lengths_the_data_axis_does_not_divide() -> None:
     schedule = Schedule(3)
     assert domains.INDIVISIBLE.axes is not None
-    for cell in domains.INDIVISIBLE.axes.cells(Contract.FULL, devices=DEVICES):
+    for cell in domains.INDIVISIBLE.axes.cells(named("full"), devices=DEVICES):
         case = schedule.case(cell, divisible=False)
         assert cell_of(case) == cell
         assert case.n % data_axis_size(case.mesh) != 0
-        assert domains.INDIVISIBLE.accepts(case, Contract.FULL)
+        assert domains.INDIVISIBLE.accepts(case, named("full"))
 
 
 @pytest.mark.parametrize("seed", [0, 7])
@@ -114,7 +114,7 @@ def test_long_vectors_pass_every_threshold_every_run(seed: int) -> None:
     schedule = Schedule(seed)
     cases = [
         schedule.case(cell)
-        for cell in Axes().cells(Contract.FULL, devices=DEVICES, seed=seed)
+        for cell in Axes().cells(named("full"), devices=DEVICES, seed=seed)
         if cell.length == "long" and cell.placement == "uncommitted"
     ]
     lengths = sorted(c.n for c in cases)
@@ -213,5 +213,5 @@ def test_every_domain_with_cells_accepts_the_schedule_inputs_of_its_cells() -> N
         domains.HISTORY_STATE,
     ):
         assert domain.axes is not None
-        for cell in domain.axes.cells(Contract.FULL, devices=len(jax.devices())):
-            assert domain.accepts(schedule.case(cell), Contract.FULL), (domain.name, cell)
+        for cell in domain.axes.cells(named("full"), devices=len(jax.devices())):
+            assert domain.accepts(schedule.case(cell), named("full")), (domain.name, cell)

@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conformance._src import internals
 from conformance._src.contract import oracle
-from conformance._src.contract.terms import Contract, data_axis_size
+from conformance._src.contract.terms import data_axis_size, named
 from conformance._src.inputs import coverage, history
 from conformance._src.inputs.case import Case, decode_history, encode_history, make_mesh, parse_history
 from conformance._src.inputs.coverage import MeshClass, mesh_class
@@ -67,7 +67,7 @@ def test_the_schedule_covers_every_pair_with_a_mesh_class_axis(seed: int) -> Non
     schedule = Schedule(seed)
     possible: set[tuple[str, str, str, str]] = set()
     got: set[tuple[str, str, str, str]] = set()
-    for cell in coverage.Axes().cells(Contract.FULL, devices=DEVICES, seed=seed):
+    for cell in coverage.Axes().cells(named("full"), devices=DEVICES, seed=seed):
         for klass in mesh_variants(cell.mesh, DEVICES):
             possible |= coverage.pairs_of(cell, klass)
         got |= coverage.pairs_of(cell, mesh_class(schedule.case(cell).mesh))
@@ -225,7 +225,7 @@ def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
 
     seen, judge = _judge_with(pjit_double)
     reach = history.HistoryReach()
-    history.search(judge, reach, contract=Contract.FULL, options={**FAST, "max_examples": 12})  # type: ignore[arg-type]
+    history.search(judge, reach, contract=named("full"), options={**FAST, "max_examples": 12})  # type: ignore[arg-type]
     assert reach.histories >= 6 and reach.steps >= 60
     assert reach.most_meshes >= 8 and reach.most_keys >= 6 and reach.deep_revisits >= 1
     assert set(reach.moves) >= set(history.MESH_MOVES) - {"again"}
@@ -274,7 +274,7 @@ def test_every_step_is_followed_by_a_recall() -> None:
 
     _, judge = _judge_with(pjit_double)
     reach = history.HistoryReach()
-    history.search(judge, reach, contract=Contract.FULL, options={**FAST, "max_examples": 2})  # type: ignore[arg-type]
+    history.search(judge, reach, contract=named("full"), options={**FAST, "max_examples": 2})  # type: ignore[arg-type]
     recalls = reach.moves["recall"]
     assert recalls >= reach.steps - recalls  # one recall (then its twin, where it has one) per step
 
@@ -298,7 +298,7 @@ def test_a_failing_history_is_shrunk_to_the_shortest_one_hypothesis_finds() -> N
         history.search(
             judge,
             history.HistoryReach(),
-            contract=Contract.FULL,
+            contract=named("full"),
             options={**FAST, "max_examples": 30, "phases": list(Phase)},  # type: ignore[arg-type]
         )
     assert len(seen[-1]) == 2  # the smallest history: a call, then one that gets its result back

@@ -279,7 +279,7 @@ def test_an_option_is_one_usage_error_line_or_works(name: str, runs: Runs) -> No
 def test_contract_choices_are_the_contracts() -> None:
     """--contract's choices are spelled out in plugin.py (importing Contract imports JAX): they agree."""
     from conformance import plugin
-    from conformance._src.contract.terms import Contract
+    from conformance._src.contract.terms import NAMES
 
     seen: dict[str, dict[str, object]] = {}
 
@@ -300,7 +300,7 @@ def test_contract_choices_are_the_contracts() -> None:
 
     plugin.pytest_addoption(Parser(), Manager())  # type: ignore[arg-type]
     # The named contracts are pjit_double's; anything else is a declared contract's MODULE:ATTR.
-    assert seen["--contract"]["metavar"] == "|".join([c.value for c in Contract] + ["MODULE:ATTR"])
+    assert seen["--contract"]["metavar"] == "|".join([*NAMES, "MODULE:ATTR"])
 
 
 def test_importing_the_plug_in_leaves_jax_unimported() -> None:

@@ -174,7 +174,7 @@ def test_a_dropped_result_is_judged_again_with_the_same_verdict() -> None:
     from conformance._src.calling.calls import Runner
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS, CheckFailure
-    from conformance._src.contract.terms import Contract
+    from conformance._src.contract.terms import named
     from conformance._src.running.kit import Kit
 
     def padded(x: Any, *, mesh: Any = None) -> Any:
@@ -183,7 +183,7 @@ def test_a_dropped_result_is_judged_again_with_the_same_verdict() -> None:
     case = Case(np.arange(8, dtype=np.float32))
     verdicts = []
     for budget in (2**20, 0):
-        kit = Kit(padded, "padded", Contract.SEED, 8, Runner(timeout=60), pool=Pool(budget=budget))
+        kit = Kit(padded, "padded", named("seed"), 8, Runner(timeout=60), pool=Pool(budget=budget))
         messages = []
         for check_id in ("result.type", "values.float32", "result.type"):
             kit.check_id = check_id
@@ -243,13 +243,13 @@ def test_a_failure_kept_by_hypothesis_does_not_keep_the_result_it_judged() -> No
     from conformance._src.calling.calls import Runner
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CheckFailure
-    from conformance._src.contract.terms import Contract
+    from conformance._src.contract.terms import named
     from conformance._src.running.kit import Kit
 
     def huge(x: Any, *, mesh: Any = None) -> Any:
         return np.ones(2**20, np.float32)  # 4 MiB, the wrong shape
 
-    kit = Kit(huge, "huge", Contract.SEED, 8, Runner(timeout=60))
+    kit = Kit(huge, "huge", named("seed"), 8, Runner(timeout=60))
     kit.check_id = "result.type"
     kept: list[BaseException] = []  # what Hypothesis's example cache holds
     results: list[weakref.ref[Any]] = []

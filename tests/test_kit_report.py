@@ -117,7 +117,7 @@ def test_list_checks_prints_every_id_with_its_contracts() -> None:
 
     for check_id, check in CHECKS.items():
         assert check_id in lines
-        kind = "declared" if check.declared else "seed+full" if len(check.contracts) == 2 else "full only"
+        kind = "declared" if check.declared else "seed+full" if not check.needs_mesh else "full only"
         assert kind in lines[check_id]
     assert "fn.histories" in lines
 

@@ -21,7 +21,7 @@ from hypothesis.errors import InvalidArgument
 from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance import strategies as cst
-from conformance._src.contract.terms import Contract, dtypes_in_domain
+from conformance._src.contract.terms import dtypes_in_domain, named
 from conformance._src.inputs.case import (
     NUMPY_FORMS,
     Case,
@@ -288,11 +288,11 @@ def test_special_floats_hold_the_values_their_docstring_promises(dtype: np.dtype
 
 
 def test_dtypes_are_exactly_the_contract_domain() -> None:
-    full = dtypes_in_domain(Contract.FULL, x64=False)
+    full = dtypes_in_domain(named("full"), x64=False)
     assert set(collect(cst.dtypes(contract="full", x64=False), 80)) == set(full)
     assert len(full) == 10 and BF16 in full and np.dtype("complex64") in full
-    wide = set(collect(cst.dtypes(contract=Contract.FULL, x64=True), 100))
-    assert wide == set(dtypes_in_domain(Contract.FULL, x64=True))
+    wide = set(collect(cst.dtypes(contract=named("full"), x64=True), 100))
+    assert wide == set(dtypes_in_domain(named("full"), x64=True))
     assert {np.dtype("float64"), np.dtype("int64"), np.dtype("complex128")} <= wide
     assert set(collect(cst.dtypes(contract="seed"), 10)) == {np.dtype("float32")}
     assert set(collect(cst.dtypes(contract="full"), 80)) == set(full)  # x64 follows jax's config: off here
@@ -310,7 +310,7 @@ def indivisible_cases() -> list[Case]:
 
 def test_cases_reach_every_dtype_mesh_argument_and_placement(drawn_cases: list[Case]) -> None:
     cases = drawn_cases
-    assert {c.dtype for c in cases} == set(dtypes_in_domain(Contract.FULL, x64=False))
+    assert {c.dtype for c in cases} == set(dtypes_in_domain(named("full"), x64=False))
     assert {c.mesh_arg for c in cases} == {"omit", "none", "mesh"}
     placed = {c.placement[0] for c in cases}
     assert placed == {"uncommitted", "numpy", "device", "sharded", "target", "memory"}
@@ -514,10 +514,10 @@ def test_checks_declare_the_devices_they_need() -> None:
     from conformance._src.contract.catalogue import CHECKS
 
     full = {
-        c.id: c.devices_needed(Contract.FULL) for c in CHECKS.values() if c.devices_needed(Contract.FULL) > 1
+        c.id: c.devices_needed(named("full")) for c in CHECKS.values() if c.devices_needed(named("full")) > 1
     }
     assert full == {"divisibility.error": 2, "divisibility.no-false-error": 4}
-    assert all(c.devices_needed(Contract.SEED) == 1 for c in CHECKS.values())
+    assert all(c.devices_needed(named("seed")) == 1 for c in CHECKS.values())
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
@@ -531,13 +531,13 @@ def test_on_fewer_devices_strategies_draw_only_what_they_allow(
     monkeypatch.setattr(jax, "devices", lambda: few)
     allowed = {int(d.id) for d in few}
     for check in CHECKS.values():
-        if check.domain is None or Contract.FULL not in check.contracts:
+        if check.domain is None or not check.applies(named("full")):
             continue
-        if check.devices_needed(Contract.FULL) > count:
+        if check.devices_needed(named("full")) > count:
             with pytest.raises(pytest.skip.Exception, match=rf"^not applicable: needs \d devices, {count} "):
-                check.strategy(Contract.FULL)
+                check.strategy(named("full"))
             continue
-        strategy = check.strategy(Contract.FULL)
+        strategy = check.strategy(named("full"))
 
         @settings(max_examples=10, database=None, deadline=None, suppress_health_check=QUIET)
         @given(strategy)

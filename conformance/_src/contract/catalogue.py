@@ -8,8 +8,10 @@ judge too, the cells it covers; ``None`` for checks that run once).  Gate
 checks run first; when a gate fails, the checks behind it are skipped
 instead of repeating the same failure many times.
 
-A check may need several devices (``min_devices``, under the full contract:
-the seed contract is one device by definition).  On fewer it is "not
+A check may need the function to be given a mesh (``needs_mesh``: the full
+contract gives one, the seed contract's function takes none) and several
+devices (``min_devices``, where the function is given a mesh: without one, a
+contract is one device by definition).  On fewer it is "not
 applicable: needs N devices"; ``not_applicable`` is the one place that says so
 (``Kit.run_check`` asks it before anything runs, and a check's strategy,
 built by anyone else, refuses too).
@@ -23,16 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance._src.contract.terms import Contract
-
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
     from conformance._src.contract.domains import Domain
+    from conformance._src.declared.contract import Contract
     from conformance._src.inputs.case import Case
-
-BOTH = frozenset({Contract.SEED, Contract.FULL})
-FULL_ONLY = frozenset({Contract.FULL})
 
 
 class CheckFailure(AssertionError):
@@ -51,7 +49,7 @@ class Refused(Exception):
 class Check:
     id: str
     title: str
-    contracts: frozenset[Contract]
+    needs_mesh: bool  # judges only a function that is given a mesh (not the seed contract's)
     body: Callable[[Any, Any], Any]  # (kit, a Case, a history token for history checks, or None)
     domain: Domain | None  # None: the check makes its own calls, once
     gate: bool = False
@@ -60,9 +58,20 @@ class Check:
     needs: tuple[str, ...] = ()  # the self-test's probes (selftest.PROBES) its verdict rests on
     history: bool = False  # searches histories of calls itself (history.py); --case is a history token
     declared: bool = False  # a check of declared contracts (conformance.contracts), run by their engine
+    needs_raises: bool = False  # judges the error the contract ``raises`` (none: not applicable)
 
     def devices_needed(self, contract: Contract) -> int:
-        return 1 if contract is Contract.SEED else self.min_devices
+        return self.min_devices if contract.takes_mesh else 1
+
+    def applies(self, contract: Contract) -> bool:
+        return (contract.takes_mesh or not self.needs_mesh) and (
+            contract.raises is not None or not self.needs_raises
+        )
+
+    @property
+    def contract_names(self) -> list[str]:
+        """The names of pjit_double's contracts (seed, full) it judges, for the report."""
+        return ["full"] if self.needs_mesh else ["full", "seed"]
 
     def strategy(self, contract: Contract) -> SearchStrategy[Case]:
         """The domain's strategy; not applicable (a skip) where the devices are too few."""
@@ -78,7 +87,7 @@ def check(
     id: str,
     title: str,
     *,
-    contracts: frozenset[Contract] = BOTH,
+    needs_mesh: bool = False,
     domain: Domain | None = None,
     gate: bool = False,
     examples: float = 1.0,
@@ -86,6 +95,7 @@ def check(
     needs: tuple[str, ...] = (),
     history: bool = False,
     declared: bool = False,
+    needs_raises: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
     if min_devices > 1 and gate:
@@ -95,7 +105,18 @@ def check(
         if id in CHECKS:
             raise ValueError(f"check ID {id!r} registered twice")
         CHECKS[id] = Check(
-            id, title, contracts, body, domain, gate, examples, min_devices, needs, history, declared
+            id,
+            title,
+            needs_mesh,
+            body,
+            domain,
+            gate,
+            examples,
+            min_devices,
+            needs,
+            history,
+            declared,
+            needs_raises,
         )
         return body
 
@@ -105,8 +126,8 @@ def check(
 def not_applicable(check_id: str, contract: Contract) -> str | None:
     """Why the check cannot run here, if it cannot: the contract leaves it out, or too few devices."""
     check = CHECKS[check_id]
-    if contract not in check.contracts:
-        return f"not applicable: {check_id} is not in the {contract.value} contract"
+    if not check.applies(contract):
+        return f"not applicable: {check_id} is not in the {contract.name} contract"
     import jax  # the backend is up by the time a check runs
 
     needed = check.devices_needed(contract)
@@ -129,4 +150,4 @@ def ids_for(declared: bool) -> list[str]:
 
 
 def gates_for(contract: Contract) -> list[Check]:
-    return [c for c in CHECKS.values() if c.gate and contract in c.contracts]
+    return [c for c in CHECKS.values() if c.gate and c.applies(contract)]

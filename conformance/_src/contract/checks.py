@@ -24,10 +24,9 @@ from jax.sharding import Mesh
 from conformance._src import internals, selftest
 from conformance._src.calling import calls
 from conformance._src.contract import domains, jax_bugs, oracle
-from conformance._src.contract.catalogue import CHECKS, FULL_ONLY, CheckFailure, Inconclusive, Refused, check
+from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, Refused, check
 from conformance._src.contract.terms import (
     DATA_AXIS,
-    Contract,
     data_axis_size,
     default_mesh,
     target_sharding,
@@ -163,7 +162,7 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
             expected=f"shape ({case.n},)",
             got=f"shape {shape}",
         )
-    got = assertions.host_copy(result, oracle.doubled(case.values))
+    got = assertions.host_copy(result, oracle.expected(case.values, kit.contract))
     if got.shape != (case.n,) and got.size == case.n:
         got = got.reshape(case.n)  # the wrong shape is result.type's finding
     if got.shape != (case.n,):
@@ -175,7 +174,7 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
         )
     if got.dtype != case.dtype:
         got = _in_dtype_of(got, case.dtype)
-    bad = oracle.first_mismatch(case.values, got)
+    bad = oracle.first_mismatch(case.values, got, kit.contract)
     if bad is None:
         if got.dtype == result.dtype:
             _note_right(case.values, result)
@@ -292,7 +291,7 @@ def call_smoke(kit: Any, _: Case | None) -> None:
 @check(
     "api.mesh-keyword",
     "pjit_double accepts mesh=None and mesh=<Mesh> by keyword (gate)",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
     gate=True,
 )
 def api_mesh_keyword(kit: Any, _: Case | None) -> None:
@@ -385,7 +384,7 @@ def values_float32(kit: Any, case: Case) -> None:
 @check(
     "values.all-dtypes",
     "every dtype in the domain is doubled exactly (integers wrap)",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
     domain=domains.ANY_CALL,
     examples=0.5,
 )
@@ -407,7 +406,7 @@ def layout_default_device(kit: Any, case: Case) -> None:
     _, result = kit.result(case, shared=True)
     _check_layout(kit, case, result)
     del result  # results may be huge: one alive at a time
-    if kit.contract is Contract.FULL and not kit.in_schedule and len(jax.devices()) > 1:
+    if kit.contract.takes_mesh and not kit.in_schedule and len(jax.devices()) > 1:
         # The same call made under jax.default_device(another device): the target is still
         # jax.devices()[:1], whatever the caller's default device (drawn examples only:
         # a compile each).
@@ -443,7 +442,7 @@ def layout_default_device(kit: Any, case: Case) -> None:
 @check(
     "layout.mesh",
     "with a mesh the result is NamedSharding(mesh, P('data'))",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
     domain=domains.EXPLICIT_MESH,
     examples=0.5,
 )
@@ -489,7 +488,8 @@ def layout_shards(kit: Any, case: Case) -> None:
 @check(
     "divisibility.error",
     "a length the data axis does not divide raises ValueError, x intact",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
+    needs_raises=True,
     domain=domains.INDIVISIBLE,
     examples=0.5,
     min_devices=2,  # a data axis of 2+ devices
@@ -497,22 +497,24 @@ def layout_shards(kit: Any, case: Case) -> None:
 def divisibility_error(kit: Any, case: Case) -> None:
     x, outcome = kit.call(case)
     size = data_axis_size(case.mesh)
+    raises = kit.contract.raises
     if outcome.error is None:
         result = outcome.result
         kit.fail(
             "no error for a length the data axis does not divide",
             case,
-            expected=f"ValueError: length {case.n} is not divisible by the data axis size {size}",
+            expected=f"{raises.__name__}: length {case.n} is not divisible by the data axis size {size}",
             got=f"a result of shape {getattr(result, 'shape', '?')} with "
             f"{getattr(result, 'sharding', type(result).__name__)}",
             hint="shard with NamedSharding(mesh, P('data')) as jit's in_shardings: an equal "
             "partition is impossible here, and JAX says so (padding or replicating hides it)",
         )
-    if not isinstance(outcome.error, ValueError) and not may_refuse(case, outcome.error):
+    if not isinstance(outcome.error, raises) and not may_refuse(case, outcome.error):
         kit.fail(
             "the wrong exception for a length the data axis does not divide",
             case,
-            expected="a ValueError (JAX's IndivisibleError is one)",
+            expected=f"a {raises.__name__}"
+            + (" (JAX's IndivisibleError is one)" if raises is ValueError else ""),
             got=one_line(f"{type(outcome.error).__name__}: {outcome.error}"),
             hint="let JAX's own error through, or raise ValueError naming the length and axis size",
         )
@@ -731,7 +733,7 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
     # (flat device ids, shape, first device), another dtype.
     flipped = dataclasses.replace(case, values=_flip_bits(case.values))
     follow_ups = [flipped]  # same shape/dtype/mesh
-    if kit.contract is Contract.FULL:
+    if kit.contract.takes_mesh:
         if case.mesh is None:
             meshes = [_other_mesh(case)]
         else:
@@ -750,7 +752,7 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
         with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf cast to int32: any value will do
             follow_ups.append(dataclasses.replace(case, values=real.astype(other)))
     x, first = kit.result(case)
-    if not _is_right(case, first):
+    if not _is_right(kit, case, first):
         return  # a wrong first result is another check's finding; staleness needs a right one
     steps: list[tuple[Case, Any]] = []
     if isinstance(x, np.ndarray) and x.flags.writeable and case.n:
@@ -771,12 +773,12 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
             "a cache keyed on too little (the length only? the mesh's shape only?) hands back an "
             "earlier call's result or function; key on everything the result depends on"
         )
-        now = assertions.host_copy(result, oracle.doubled(later.values))
-        earlier = assertions.host_copy(first, oracle.doubled(case.values))
+        now = assertions.host_copy(result, oracle.expected(later.values, kit.contract))
+        earlier = assertions.host_copy(first, oracle.expected(case.values, kit.contract))
         # The earlier result itself, bit for bit, where another was due.  (An empty
         # vector of the earlier dtype says nothing: a dtype defect looks the same.)
         if got == first.dtype and later.n and np.array_equal(oracle.bits(now), oracle.bits(earlier)):
-            bad = oracle.first_mismatch(later.values, now) if got == later.dtype else None
+            bad = oracle.first_mismatch(later.values, now, kit.contract) if got == later.dtype else None
             if got != later.dtype or bad is not None:
                 kit.fail(
                     "a later call returned the earlier call's result",
@@ -804,7 +806,7 @@ def hygiene_no_stale_results(kit: Any, case: Case) -> None:
             )
 
 
-def _is_right(case: Case, result: Any) -> bool:
+def _is_right(kit: Any, case: Case, result: Any) -> bool:
     """Does ``result`` pass every check of one call (type, shape, dtype, values, layout)?"""
     if not isinstance(result, jax.Array) or result.shape != (case.n,) or result.dtype != case.dtype:
         return False
@@ -813,7 +815,12 @@ def _is_right(case: Case, result: Any) -> bool:
     if _known_right(case.values, result):
         return True
     right = (
-        oracle.first_mismatch(case.values, assertions.host_copy(result, oracle.doubled(case.values))) is None
+        oracle.first_mismatch(
+            case.values,
+            assertions.host_copy(result, oracle.expected(case.values, kit.contract)),
+            kit.contract,
+        )
+        is None
     )
     if right:
         _note_right(case.values, result)
@@ -872,7 +879,7 @@ def hygiene_global_state(kit: Any, case: Case) -> None:
 @check(
     "inputs.placements",
     "NumPy, uncommitted, single-device and sharded inputs are all accepted",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
     domain=domains.ANY_CALL,
     examples=0.25,
 )
@@ -885,7 +892,7 @@ def inputs_placements(kit: Any, case: Case) -> None:
         _, outcome = kit.call(base, shared=True)
         if outcome.error is not None:
             return  # it raises for the plainest input too: not about placements
-        base_right = _is_right(base, outcome.result)
+        base_right = _is_right(kit, base, outcome.result)
         del outcome  # results may be huge: one alive at a time
     _, result = kit.result(case, shared=True)  # raising for this kind of input fails the check
     if base_right:
@@ -896,7 +903,7 @@ def inputs_placements(kit: Any, case: Case) -> None:
 @check(
     "compile.once",
     "a second call with the same shape, dtype and mesh compiles nothing",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
     domain=domains.HISTORY_COMPILE,
     examples=0.25,
     needs=(selftest.COMPILE_COUNT,),
@@ -1016,7 +1023,7 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
     "state.histories",
     "histories of calls searched by Hypothesis: every call right, none stale, "
     "a seen (shape, dtype, mesh) compiles nothing",
-    contracts=FULL_ONLY,
+    needs_mesh=True,
     examples=0.3125,  # 5 histories at the default profile: each new mesh compiles
     needs=(selftest.COMPILE_COUNT, selftest.JIT_SPY),  # the spy: what each call's jit was given
     history=True,

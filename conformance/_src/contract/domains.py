@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh
 
 from conformance._src.contract import strategies as cst
-from conformance._src.contract.terms import Contract, data_axis_size
+from conformance._src.contract.terms import data_axis_size
+from conformance._src.declared.contract import Contract
 from conformance._src.inputs.case import Case
 from conformance._src.inputs.coverage import PLACEMENTS, Axes
 
@@ -67,7 +68,7 @@ def _explicit_mesh(case: Case, contract: Contract) -> bool:
 
 def _split_2d(case: Case, contract: Contract) -> bool:
     """A 2-D mesh with both axes of 2+ devices (full contract); float32 (seed)."""
-    if contract is Contract.SEED:
+    if not contract.takes_mesh:
         return _float32(case, contract)
     mesh = case.mesh if isinstance(case, Case) else None  # a Mesh, or an AbstractMesh (options.py)
     split = mesh is not None and len(mesh.axis_names) == 2 and min(mesh.shape.values()) >= 2
@@ -90,15 +91,15 @@ def _cases(contract: Contract, **options: Any) -> st.SearchStrategy[Case]:
 
 
 def _placed(contract: Contract) -> st.SearchStrategy[Case]:
-    return _cases(contract, any_placement=contract is Contract.FULL)
+    return _cases(contract, any_placement=contract.takes_mesh)
 
 
 def _placed_float32(contract: Contract) -> st.SearchStrategy[Case]:
-    return _cases(contract, dtypes_from=["float32"], any_placement=contract is Contract.FULL)
+    return _cases(contract, dtypes_from=["float32"], any_placement=contract.takes_mesh)
 
 
 def _placed_default_mesh(contract: Contract) -> st.SearchStrategy[Case]:
-    if contract is Contract.SEED:
+    if not contract.takes_mesh:
         return _cases(contract)
     return _cases(contract, mesh_args=("omit", "none"), any_placement=True)
 
@@ -133,7 +134,7 @@ def _placed_indivisible(contract: Contract) -> st.SearchStrategy[Case]:
 
 
 def _placed_split_2d(contract: Contract) -> st.SearchStrategy[Case]:
-    if contract is Contract.SEED:
+    if not contract.takes_mesh:
         return _cases(contract, dtypes_from=["float32"])
     # The data axis is a strict part of the mesh: a length the data axis
     # divides but the whole mesh does not is the classic trap.

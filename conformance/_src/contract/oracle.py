@@ -1,4 +1,9 @@
-"""The value oracle: what a correct doubling returns, element by element.
+"""The value oracle: what a correct function of the one-vector form returns, element by element.
+
+A contract's ``oracle`` gives the expected result and its ``accept`` the other results a
+correct function may give (``None`` where one adds nothing); each is judged on the input and on
+the input with its subnormals flushed, as XLA on CPU flushes them.  For ``pjit_double``
+(declared/pjit_double.py):
 
 Rules (SPEC.md, "Values"):
 * integers wrap like NumPy's ``2 * x`` in the input's own dtype;
@@ -23,12 +28,16 @@ NumPy on host data, so it can be tested without JAX.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 # The comparison rule and the value display are the library's (library/values.py): the oracle
 # builds on them, and the kit's checks read them from here too.
 from conformance._src.library.values import _flush, bits, flush_subnormals, is_float, show, values_match
+
+if TYPE_CHECKING:
+    from conformance._src.declared.contract import Contract
 
 __all__ = [
     "Mismatch",
@@ -77,7 +86,29 @@ def _complex_product(x: np.ndarray) -> np.ndarray:
     return product
 
 
-def element_ok(x: np.ndarray, got: np.ndarray) -> np.ndarray:
+def wanted(x: np.ndarray, contract: Contract) -> list[np.ndarray]:
+    """Every result ``contract`` accepts for ``x``: its oracle's and its ``accept``'s, of x and of
+    x with its subnormals flushed."""
+    flushed = flush_subnormals(x)
+    wants = []
+    for f in (contract.oracle, *contract.accept):
+        for v in (x, flushed):
+            with np.errstate(all="ignore"):
+                want = f(v)
+            if want is not None:
+                wants.append(np.asarray(want))
+    return wants
+
+
+def expected(x: np.ndarray, contract: Contract | None) -> np.ndarray:
+    """The oracle's result for ``x`` (``doubled`` without a contract)."""
+    if contract is None:
+        return doubled(x)
+    with np.errstate(all="ignore"):
+        return np.asarray(contract.oracle(x))
+
+
+def element_ok(x: np.ndarray, got: np.ndarray, contract: Contract | None = None) -> np.ndarray:
     """Boolean mask: which elements of ``got`` the oracle accepts for input ``x``.
 
     The public rule of ``values_match`` (``assertions.assert_values_equal``)
@@ -85,13 +116,15 @@ def element_ok(x: np.ndarray, got: np.ndarray) -> np.ndarray:
     ``x`` with its subnormals flushed, and for complex numbers XLA's product
     with ``2+0j``.
     """
+    if contract is not None:
+        return values_match(got, wanted(x, contract))
     wants = [doubled(x), doubled(flush_subnormals(x))]
     if x.dtype.kind == "c":
         wants.append(_complex_product(x))
     return values_match(got, wants)
 
 
-def first_mismatch(x: np.ndarray, got: np.ndarray) -> Mismatch | None:
+def first_mismatch(x: np.ndarray, got: np.ndarray, contract: Contract | None = None) -> Mismatch | None:
     """Compare ``got`` with the doubled ``x``; ``None`` when every element passes.
 
     ``got`` must already have the input's dtype and shape: those are judged by
@@ -101,9 +134,9 @@ def first_mismatch(x: np.ndarray, got: np.ndarray) -> Mismatch | None:
     """
     if got.shape != x.shape:
         raise ValueError(f"judge the shape first: the result has shape {got.shape}, the input {x.shape}")
-    ok = element_ok(x, got)
+    ok = element_ok(x, got, contract)
     bad = np.flatnonzero(~ok)
     if bad.size == 0:
         return None
     i = int(bad[0])
-    return Mismatch(i, show(x[i]), show(doubled(x)[i]), show(got[i]), int(bad.size))
+    return Mismatch(i, show(x[i]), show(expected(x, contract)[i]), show(got[i]), int(bad.size))

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from jax.sharding import Mesh
 
-from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
+from conformance._src.contract.terms import DATA_AXIS, NAMES, dtypes_in_domain, mesh_args_of, named
+from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, other_memory_kinds
 from conformance._src.inputs.coverage import LONG_MAX, MEDIUM_MAX
@@ -170,10 +171,16 @@ def dtypes(
 
 
 def contract_arg(contract: object) -> Contract:
+    """``"seed"``, ``"full"`` or a declared contract of the one-vector form."""
+    if isinstance(contract, Contract):
+        why = contract.one_vector()
+        if why is not None:
+            raise InvalidArgument(f"contract={contract.name!r} is not of the one-vector form: {why}")
+        return contract
     try:
-        return Contract(contract)
+        return named(str(contract))
     except ValueError:
-        raise InvalidArgument(f"contract={contract!r} must be one of {[c.value for c in Contract]}") from None
+        raise InvalidArgument(f"contract={contract!r} must be one of {list(NAMES)}") from None
 
 
 def meshes(**how: Any) -> st.SearchStrategy[Mesh]:
@@ -243,7 +250,7 @@ def _placements(
 
 def cases(
     *,
-    contract: Contract | str = Contract.FULL,
+    contract: Contract | str = "full",
     dtypes_from: Sequence[np.dtype | str] | None = None,
     mesh_args: Sequence[MeshArg] | None = None,
     divisible: bool = True,
@@ -317,11 +324,7 @@ def _cases(
         dtype = draw(st.sampled_from([np.dtype(d) for d in dtypes_from]))
     else:
         dtype = draw(dtypes(contract=contract))
-    allowed: Sequence[MeshArg] = (
-        mesh_args
-        if mesh_args is not None
-        else (("omit",) if contract is Contract.SEED else ("mesh", "none", "omit"))
-    )
+    allowed: Sequence[MeshArg] = mesh_args if mesh_args is not None else mesh_args_of(contract)
     if mesh_kinds is not None:
         kind = draw(st.sampled_from(list(mesh_kinds)))
         allowed = [a for a in allowed if (a == "mesh") == (kind != "default")] or ["mesh"]

@@ -1,23 +1,37 @@
-"""What the two contracts ask for: the target layout and the dtype domain.
+"""What the kit's checks read from a contract of the one-vector form: the target layout, the
+dtype domain, whether the function is given a mesh.
 
-The kit's specification in prose is SPEC.md beside this file; this module is
-its executable part.
+A contract is a declaration (``conformance.contracts.Contract``); ``pjit_double``'s two,
+``seed`` and ``full``, are declared in declared/pjit_double.py and named on the command line
+(``--contract seed|full``, ``named``).  The specification in prose is SPEC.md.
 """
 
 from __future__ import annotations
 
-import enum
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-DATA_AXIS = "data"
+from conformance._src.declared import pjit_double
+from conformance._src.declared.contract import Contract
+
+if TYPE_CHECKING:
+    from conformance._src.inputs.case import MeshArg
+
+DATA_AXIS = pjit_double.DATA_AXIS
+NAMES = ("seed", "full")  # the contracts --contract names by name
+WIDE = frozenset({"float64", "int64", "uint64", "complex128"})  # JAX has them only with jax_enable_x64
 
 
-class Contract(str, enum.Enum):  # noqa: UP042 -- str() and format() as they have always been
-    SEED = "seed"  # the exercise as written: pjit_double(x), float32, one device
-    FULL = "full"  # plus mesh=..., every dtype, every input placement
+def named(name: str) -> Contract:
+    """``--contract seed`` or ``full``: the declaration (ValueError for another name)."""
+    if name == "seed":
+        return pjit_double.seed()
+    if name == "full":
+        return pjit_double.full()
+    raise ValueError(f"{name!r} is not one of {NAMES}")
 
 
 def default_mesh() -> Mesh:
@@ -36,21 +50,15 @@ def data_axis_size(mesh: Mesh | None) -> int:
 
 
 def dtypes_in_domain(contract: Contract, *, x64: bool = False) -> list[np.dtype]:
-    """The input dtypes a contract covers, each of which must be preserved."""
-    if contract is Contract.SEED:
-        return [np.dtype(np.float32)]
-    names = [
-        "float32",
-        "bfloat16",
-        "float16",
-        "int8",
-        "int16",
-        "int32",
-        "uint8",
-        "uint16",
-        "uint32",
-        "complex64",
-    ]
-    if x64:
-        names += ["float64", "int64", "complex128"]
+    """The input dtypes a contract covers, each of which must be preserved (its 64-bit ones
+    only where ``x64``: without jax_enable_x64, JAX has none)."""
+    names = [d for d in contract.first.dtypes if x64 or d not in WIDE]
     return [np.dtype(jax.numpy.dtype(name)) for name in names]
+
+
+def mesh_args_of(contract: Contract) -> tuple[MeshArg, ...]:
+    """How the function is given its mesh (case.MeshArg): ``mesh=`` a mesh, ``mesh=None``, no
+    mesh argument at all."""
+    if not contract.takes_mesh:
+        return ("omit",)
+    return ("mesh", "none", "omit") if contract.mesh_optional else ("mesh",)

@@ -24,8 +24,13 @@ from jax.sharding import PartitionSpec
 
 MESH_KEYWORD = "keyword"  # the function takes mesh=...
 MESH_FROM_INPUTS = "inputs"  # the mesh reaches the function through its inputs' shardings
-HOW_MESH = (MESH_KEYWORD, MESH_FROM_INPUTS)
+MESH_NONE = "none"  # the function takes no mesh: its result lies on the first device
+HOW_MESH = (MESH_KEYWORD, MESH_FROM_INPUTS, MESH_NONE)
 NUMPY = "numpy"  # an argument given as a NumPy array (placements=)
+# Where an argument may come from (Argument.placements): committed in one of its ``layouts``; a
+# NumPy array; a jax.Array not committed (jnp.asarray); committed to one device; committed to
+# another layout over other devices; in another memory kind of its target layout.
+PLACEMENT_KINDS = ("layouts", NUMPY, "uncommitted", "device", "elsewhere", "memory-kinds")
 DEFAULT_VALUES: Mapping[str, Any] = {
     "min_value": -100.0,
     "max_value": 100.0,
@@ -166,7 +171,7 @@ class Argument:
                 f"{where}.layouts", self.layouts, "must be a non-empty sequence of PartitionSpecs"
             )
         object.__setattr__(self, "layouts", tuple(_spec(s, f"{where}.layouts") for s in self.layouts))
-        kinds = ("layouts", NUMPY)
+        kinds = PLACEMENT_KINDS
         if (
             isinstance(self.placements, str)
             or any(p not in kinds for p in self.placements)
@@ -195,6 +200,8 @@ class Contract:
     out: Any  # a PartitionSpec, or a pytree of them with the result's structure
     mesh_axes: Sequence[str] = ("data",)
     mesh: str = MESH_KEYWORD
+    mesh_optional: bool = False  # mesh="keyword": mesh=None or no mesh means the first device
+    accept: Sequence[Callable[..., Any]] = ()  # other results a correct function may give, per element
     dtype: Callable[..., Any] | None = None  # the input dtypes -> the result's dtype(s); None: the first's
     rtol: Any = None
     atol: Any = None
@@ -240,10 +247,26 @@ class Contract:
         object.__setattr__(self, "mesh_axes", tuple(self.mesh_axes))
         if self.mesh not in HOW_MESH:
             raise ContractError("mesh", self.mesh, f"must be one of {HOW_MESH}")
+        if not isinstance(self.mesh_optional, bool) or (self.mesh_optional and self.mesh != MESH_KEYWORD):
+            raise ContractError(
+                "mesh_optional",
+                self.mesh_optional,
+                "True only with mesh='keyword' (a mesh= that may be None)",
+            )
+        if callable(self.accept) or not isinstance(self.accept, Sequence):
+            raise ContractError("accept", self.accept, "must be a sequence of NumPy functions, like oracle")
+        for k, other in enumerate(self.accept):
+            if not callable(other):
+                raise ContractError(f"accept[{k}]", other, "must be a NumPy function of the arguments")
+        object.__setattr__(self, "accept", tuple(self.accept))
         for arg in self.arguments:
             for k, spec in enumerate(arg.layouts):
                 self._axes_known(spec, f"Argument({arg.name!r}).layouts[{k}]")
-            if self.mesh == MESH_FROM_INPUTS and NUMPY in arg.placements:
+            if self.mesh == MESH_FROM_INPUTS and set(arg.placements) - {
+                "layouts",
+                "elsewhere",
+                "memory-kinds",
+            }:
                 raise ContractError(
                     f"Argument({arg.name!r}).placements",
                     arg.placements,
@@ -287,6 +310,38 @@ class Contract:
     @property
     def first(self) -> Argument:
         return self.arguments[0]
+
+    @property
+    def takes_mesh(self) -> bool:
+        """The function is given a mesh (``mesh="keyword"``); otherwise it finds one or needs none."""
+        return self.mesh == MESH_KEYWORD
+
+    def one_vector(self) -> str | None:
+        """Why the contract is not of the one-vector form the kit's deeper checks judge (one
+        argument of rank 1 laid out ``P(axis)`` and returned so, the mesh given or none), if not."""
+        first = self.first
+        if len(self.arguments) != 1:
+            return f"it has {len(self.arguments)} arguments"
+        if first.rank != 1:
+            return f"its argument has rank {first.rank}"
+        if len(first.layouts) != 1 or len(spec_axes(first.layouts[0])) != 1 or len(first.layouts[0]) != 1:
+            return "its argument's layout is not one P(axis)"
+        if self.out != first.layouts[0]:
+            return "its result is not laid out as its argument"
+        if first.layouts[0] != PartitionSpec("data"):
+            return "its argument's layout is not P('data')"
+        if self.mesh == MESH_FROM_INPUTS:
+            return "its mesh comes from its inputs"
+        if self.dtype is not None or self.keywords:
+            return "it has a dtype rule or keyword options"
+        tolerances = (self.rtol, self.atol)
+        if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and t == 0 for t in tolerances):
+            return "its values are not exact (rtol=0, atol=0)"
+        if any(not first.values.get(k) for k in ("allow_nan", "allow_infinity", "allow_subnormal")) or set(
+            first.values
+        ) - {"allow_nan", "allow_infinity", "allow_subnormal"}:
+            return "its argument does not take every value (NaN, infinities, subnormals)"
+        return None
 
 
 # ---------------------------------------------------------------------------

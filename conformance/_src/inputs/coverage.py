@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
+from conformance._src.contract.terms import DATA_AXIS, dtypes_in_domain
+from conformance._src.declared.contract import Contract
 from conformance._src.library.strategies import KIND_DEVICES
 
 if TYPE_CHECKING:
@@ -212,26 +213,51 @@ class Axes:
 
     def cells(self, contract: Contract, *, devices: int, x64: bool = False, seed: int = 0) -> list[Cell]:
         """The design's groups in this domain (``design``), each with every placement of the domain."""
-        if contract is Contract.SEED:
-            return [Cell("float32", "uncommitted", "default", length) for length in self.lengths or LENGTHS]
+        if not contract.takes_mesh:  # one device, no mesh: every dtype, placement and length
+            return [
+                Cell(str(d), p, "default", length)
+                for d in dtypes_in_domain(contract, x64=x64)
+                if self.dtypes is None or str(d) in self.dtypes
+                for p in placement_classes(contract)
+                if self.placements is None or p in self.placements
+                for length in self.lengths or LENGTHS
+            ]
         every = whole_space(contract, devices=devices, x64=x64)
         mine = tuple(
             [v for v in values if wanted is None or v in wanted]
             for values, wanted in zip(every, (self.dtypes, self.meshes, self.lengths), strict=True)
         )
         groups = in_domain(design(*every, seed=seed), mine, every, seed=seed)
-        placements = list(self.placements or PLACEMENTS)
+        placements = [
+            p for p in placement_classes(contract) if self.placements is None or p in self.placements
+        ]
         return sorted(Cell(d, p, m, n) for d, m, n in groups for p in placements)
 
 
 Group = tuple[str, str, str]  # (dtype, mesh kind, length class): the cells that share a compile
+
+# A contract's placement kinds (Argument.placements) -> the placement classes of its cells.
+PLACEMENT_CLASSES = {
+    "numpy": ("numpy", "numpy-view"),
+    "uncommitted": ("uncommitted",),
+    "device": ("device",),
+    "elsewhere": ("elsewhere",),
+    "layouts": ("target",),
+    "memory-kinds": ("memory",),
+}
+
+
+def placement_classes(contract: Contract) -> list[str]:
+    """The placement classes (``PLACEMENTS``, in its order) the contract's argument comes in."""
+    mine = {c for kind in contract.first.placements for c in PLACEMENT_CLASSES[kind]}
+    return [p for p in PLACEMENTS if p in mine]
 
 
 def whole_space(contract: Contract, *, devices: int, x64: bool = False) -> tuple[list[str], ...]:
     """Every dtype, mesh kind and length class of ``contract`` on ``devices``: ``design``'s axes."""
     return (
         [str(d) for d in dtypes_in_domain(contract, x64=x64)],
-        [m for m in MESHES if MESH_DEVICES[m] <= devices],
+        [m for m in MESHES if MESH_DEVICES[m] <= devices and (m != "default" or contract.mesh_optional)],
         list(LENGTHS),
     )
 

@@ -17,7 +17,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from conformance._src.contract.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance._src.contract.terms import DATA_AXIS, data_axis_size, dtypes_in_domain, named
+from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
     NUMPY_FORMS,
@@ -134,7 +135,7 @@ class Schedule:
     """
 
     seed: int = 0
-    contract: Contract = Contract.FULL  # the seed contract calls pjit_double(x) only
+    contract: Contract = field(default_factory=lambda: named("full"))  # seed: pjit_double(x) only
     _meshes: dict[str, Mesh | None] = field(default_factory=dict)
     _variants: dict[tuple[str, str, str], MeshClass] | None = None
     _cases: dict[tuple[Cell, bool], Case] = field(default_factory=dict)
@@ -267,7 +268,7 @@ class Schedule:
                 "mesh"
                 if mesh is not None
                 else "omit"
-                if self.contract is Contract.SEED
+                if not self.contract.takes_mesh
                 else self._rng("arg", *group).choice(["omit", "none"])
             )
             n = self.length(cell, data_axis_size(mesh), divisible=divisible)
@@ -292,7 +293,7 @@ class Schedule:
             n = rng.randrange(2**k + 1, 2 ** (k + 1), 2)
             n = n if n % 5 else n + 2
             values = values_from(np.random.default_rng(rng.getrandbits(64)), np.dtype("float32"), n)
-            seed = self.contract is Contract.SEED
+            seed = not self.contract.takes_mesh
             mesh_arg: MeshArg = "omit" if seed or k % 2 else "none"
             placement: Placement = ("uncommitted",) if seed or k % 2 == 0 else ("numpy",)
             made.append((k, Case(values, None, mesh_arg, placement)))

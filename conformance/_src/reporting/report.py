@@ -442,9 +442,7 @@ def print_checks(stream: Any = sys.stdout) -> None:
 
     width = max(len(c) for c in CHECKS)
     for check in CHECKS.values():
-        contracts = (
-            "declared" if check.declared else "seed+full" if len(check.contracts) == 2 else "full only"
-        )
+        contracts = "declared" if check.declared else "seed+full" if not check.needs_mesh else "full only"
         print(f"{check.id:<{width}}  {contracts:<9}  {check.title}", file=stream)
 
 
@@ -456,4 +454,4 @@ def title(report: Report) -> str:
 
 
 def _contracts_of(check: Any) -> list[str]:
-    return ["declared"] if check.declared else sorted(c.value for c in check.contracts)
+    return ["declared"] if check.declared else check.contract_names

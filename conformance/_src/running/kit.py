@@ -44,7 +44,7 @@ from conformance._src.contract.catalogue import (
     not_applicable,
 )
 from conformance._src.contract.strategies import cases as draw_cases
-from conformance._src.contract.terms import Contract
+from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
     Case,
@@ -70,6 +70,7 @@ class Kit:
     devices: int
     runner: Runner
     profile: str = "default"
+    contract_spec: str = ""  # --contract: seed, full or MODULE:ATTR (the rerun line's); "": the name
     replay: str | None = None  # a --case token
     records: dict[str, CheckVerdict] = field(default_factory=dict)
     check_id: str = ""
@@ -240,7 +241,12 @@ class Kit:
         elif case is not None and check.domain is not None:
             token = encode(case)
         return messages.rerun_command(
-            self.spec, self.contract, self.devices, self.call_timeout, self.check_id, token
+            self.spec,
+            self.contract_spec or self.contract.name,
+            self.devices,
+            self.call_timeout,
+            self.check_id,
+            token,
         )
 
     # -- running checks ------------------------------------------------------------
@@ -299,7 +305,7 @@ class Kit:
         try:
             reason = not_applicable(check_id, self.contract)
             if reason is not None:
-                if self.contract in check.contracts:  # too few devices: the run did not judge it
+                if check.applies(self.contract):  # too few devices: the run did not judge it
                     record.left_out = [reason.removeprefix("not applicable: ")]
                 self._skip(record, Status.NOT_APPLICABLE, reason)
             broken = self.broken_probe(check)
@@ -521,7 +527,7 @@ class Kit:
         left: list[str] = []
         count = len(jax.devices())
         axes = check.domain.axes if check.domain is not None else None
-        if self.contract is Contract.FULL and not check.gate:
+        if self.contract.takes_mesh and not check.gate:
             kinds = (axes.meshes if axes is not None else None) or coverage.MESHES
             short = {k: coverage.MESH_DEVICES[k] for k in kinds if coverage.MESH_DEVICES[k] > count}
             if short:
@@ -550,7 +556,7 @@ class Kit:
             contract=self.contract,
             dtypes_from=[cell.dtype],
             mesh_kinds=[cell.mesh],
-            placement_kinds=None if self.contract is Contract.SEED else [cell.placement],
+            placement_kinds=[cell.placement] if self.contract.takes_mesh else None,
             divisible=domain.divisible,
             max_length=failing.n,
             devices=jax.devices(),

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Protocol
 
-from conformance._src.contract.terms import Contract, data_axis_size
+from conformance._src.contract.terms import data_axis_size
 from conformance._src.inputs.case import UNCOMMITTED, Case, describe_placement
 
 
@@ -59,7 +59,7 @@ def block(
 
 
 def rerun_command(
-    spec: str, contract: Contract, devices: int, call_timeout: float, check_id: str, token: str | None
+    spec: str, contract: str, devices: int, call_timeout: float, check_id: str, token: str | None
 ) -> str:
     """The command that reruns one check, on exactly one input or history where ``token`` names it."""
     args = [
@@ -71,7 +71,7 @@ def rerun_command(
         "--impl",
         spec,
         "--contract",
-        contract.value,
+        contract,
         "--devices",
         str(devices),
         "--call-timeout",

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from conformance._src.calling.calls import Runner
 from conformance._src.contract.catalogue import CHECKS, Check, CheckFailure, not_applicable
-from conformance._src.contract.terms import Contract
+from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import Case
 from conformance._src.inputs.schedule import Schedule

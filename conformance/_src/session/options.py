@@ -23,7 +23,7 @@ from conformance._src import internals
 from conformance._src.calling import devices, loader
 
 if TYPE_CHECKING:
-    from conformance._src.contract.terms import Contract
+    from conformance._src.declared.contract import Contract
 
 IMPL_FORMS = "MODULE:ATTR or path/to/file.py:ATTR (e.g. mypkg:pjit_double)"
 
@@ -206,28 +206,53 @@ def _validate_impl(config: pytest.Config) -> None:
 # --contract
 
 
+CONTRACT_KEY = pytest.StashKey["Contract"]()
+
+
+def judged_contract(config: pytest.Config) -> Contract:
+    """The contract --contract names: seed, full, or a declaration loaded from MODULE:ATTR
+    (``ContractError`` where it cannot be judged by; _validate_contract makes that a usage error)."""
+    found = config.stash.get(CONTRACT_KEY, None)
+    if found is None:
+        from conformance._src.contract.terms import NAMES, named
+        from conformance._src.declared.contract import load
+
+        value = config.getoption("--contract")
+        found = named(value) if value in NAMES else load(value)
+        config.stash[CONTRACT_KEY] = found
+    return found
+
+
 def declared_contract(config: pytest.Config) -> bool:
-    """Whether --contract names a declared contract (MODULE:ATTR) rather than seed or full."""
-    return config.getoption("--contract") not in ("seed", "full")
+    """Whether the contract is judged by the ``fn.*`` checks: one declared with MODULE:ATTR and not
+    of the one-vector form that every other check takes (as seed and full are)."""
+    if config.getoption("--contract") in ("seed", "full"):
+        return False
+    from conformance._src.declared.contract import ContractError
+
+    try:
+        return judged_contract(config).one_vector() is not None
+    except ContractError:
+        return True  # _validate_contract says why, as a usage error
 
 
 def _validate_contract(config: pytest.Config) -> None:
     """seed, full, or a declared contract that loads and is one the kit can judge by."""
     value = config.getoption("--contract")
-    if not declared_contract(config):
+    if value in ("seed", "full"):
         return
     if ":" not in value:
         raise pytest.UsageError(
             f"--contract {value}: give seed, full, or MODULE:ATTR / path/to/file.py:ATTR naming a "
             f"conformance.contracts.Contract"
         )
-    from conformance._src.declared.contract import ContractError, load
+    from conformance._src.declared.contract import ContractError
 
     try:
-        load(value)
+        judged_contract(config)
     except ContractError as exc:
         raise pytest.UsageError(exc.usage_line(value)) from None
-    if config.getoption("--case") is not None:
+    if config.getoption("--case") is not None and declared_contract(config):
         raise pytest.UsageError(
             "--case replays pjit_double's inputs; a declared contract's check reruns with its "
             "--hypothesis-seed (the failure's rerun line gives it)"
@@ -288,17 +313,16 @@ def _validate_case(config: pytest.Config) -> None:
     ids are global, the kit's replay finds a missing device itself).
     """
     from conformance._src.contract.catalogue import CHECKS
-    from conformance._src.contract.terms import Contract
     from conformance._src.inputs.case import Case, CaseTokenError, parse, parse_history
 
     wanted = config.getoption("--check")
     if len(wanted) != 1:
         raise pytest.UsageError("--case replays one example of one check: give exactly one --check ID")
     check = CHECKS[wanted[0]]
-    contract = Contract(config.getoption("--contract"))
-    if contract not in check.contracts:
+    contract = judged_contract(config)
+    if not check.applies(contract):
         raise pytest.UsageError(
-            f"--case: --check {check.id} is not in the {contract.value} contract, "
+            f"--case: --check {check.id} is not in the {contract.name} contract, "
             f"so there is no example of it to replay (give --contract full)"
         )
     if check.domain is None and not check.history:
@@ -332,7 +356,7 @@ def _validate_call(config: pytest.Config, data: Any, contract: Contract) -> None
     """One call of a --case token: in the contract, on devices that --devices makes."""
     problem = _outside_contract(data, contract)
     if problem:
-        raise pytest.UsageError(f"--case: the case is not in the {contract.value} contract: {problem}")
+        raise pytest.UsageError(f"--case: the case is not in the {contract.name} contract: {problem}")
     count = config.getoption("--devices")
     if not config.getoption("--distributed") and data.device_ids() and max(data.device_ids()) >= count:
         raise pytest.UsageError(
@@ -359,14 +383,14 @@ def _outside_contract(data: Any, contract: Contract) -> str | None:
     """Why a parsed case (case.CaseData) is outside the contract's domain, if it is."""
     import jax
 
-    from conformance._src.contract.terms import DATA_AXIS, Contract, dtypes_in_domain
+    from conformance._src.contract.terms import DATA_AXIS, dtypes_in_domain
 
     x64 = bool(jax.config.read("jax_enable_x64"))
     if data.dtype not in dtypes_in_domain(contract, x64=x64):
         if not x64 and data.dtype in dtypes_in_domain(contract, x64=True):
             return f"dtype {data.dtype} needs JAX_ENABLE_X64=1"
         return f"dtype {data.dtype} is not one of its dtypes"
-    if contract is Contract.SEED:
+    if not contract.takes_mesh:
         if data.mesh_arg != "omit":
             return "the seed contract calls pjit_double(x) without a mesh"
         if data.placement[0] != "uncommitted":

@@ -247,14 +247,15 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         kit = _declared_kit(config, request, impl, runner, profile, count)
         kit.cluster = cluster
     else:
-        from conformance._src.contract.terms import Contract
         from conformance._src.inputs.schedule import Schedule
+        from conformance._src.session.options import judged_contract
 
-        contract = Contract(config.getoption("--contract"))
+        contract = judged_contract(config)
         kit = Kit(
             impl=impl,
             spec=request.spec,
             contract=contract,
+            contract_spec=config.getoption("--contract"),
             devices=count,
             runner=runner,
             user_timeout=timeout,
