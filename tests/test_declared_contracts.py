@@ -5,6 +5,7 @@ kit's command line when wrong, and the kit's whole judgement on the example cont
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from pathlib import Path
@@ -41,7 +42,10 @@ def _good(**change: Any) -> dict[str, Any]:
         ({"out": "data"}, "out", "must be a PartitionSpec"),
         ({"mesh_axes": ()}, "mesh_axes", "non-empty sequence of axis names"),
         ({"mesh_axes": ("data", "data")}, "mesh_axes", "names an axis twice"),
-        ({"mesh": "context"}, "mesh", "must be one of ('keyword', 'inputs')"),
+        ({"mesh": "context"}, "mesh", "must be one of ('keyword', 'inputs', 'none')"),
+        ({"mesh": "inputs", "mesh_optional": True}, "mesh_optional", "True only with mesh='keyword'"),
+        ({"accept": lambda x: x}, "accept", "a sequence of NumPy functions"),
+        ({"accept": [None]}, "accept[0]", "must be a NumPy function"),
         ({"dtype": "float32"}, "dtype", "must be a function of the input dtypes"),
         ({"raises": "ValueError"}, "raises", "must be an exception class"),
         ({"keywords": {1: 2}}, "keywords", "dict of keyword options"),
@@ -312,3 +316,114 @@ def test_a_tolerance_per_dtype_and_a_bad_tolerance() -> None:
         Contract(**_good(atol={"y": -1.0}))
     with pytest.raises(ContractError, match=r"^by_dtype\(float33=\.\.\.\)='float33': not a dtype JAX has"):
         by_dtype(float33=1e-3)
+
+
+# ---------------------------------------------------------------------------
+# pjit_double declared with the same API, and the one-vector form
+
+
+def test_seed_and_full_are_declared_with_the_public_api() -> None:
+    """--contract seed and full name conformance.contracts.SEED and FULL, built with Contract."""
+    from conformance._src.contract.terms import dtypes_in_domain, named
+    from conformance.contracts import FULL, PJIT_DOUBLE, SEED
+
+    assert named("seed") is SEED and named("full") is FULL and PJIT_DOUBLE is FULL
+    assert (SEED.name, SEED.mesh, SEED.takes_mesh) == ("seed", "none", False)
+    assert (FULL.name, FULL.mesh, FULL.mesh_optional, FULL.raises) == ("full", "keyword", True, ValueError)
+    assert SEED.one_vector() is None and FULL.one_vector() is None
+    assert [d.name for d in dtypes_in_domain(SEED)] == ["float32"]
+    assert len(dtypes_in_domain(FULL)) == 10 and len(dtypes_in_domain(FULL, x64=True)) == 13
+
+
+EVERY_VALUE = {"allow_nan": True, "allow_infinity": True, "allow_subnormal": True}
+VECTOR = Argument("x", rank=1, dtypes=("float32",), layouts=(P("data"),), values=EVERY_VALUE)
+
+
+def _vector(**change: Any) -> dict[str, Any]:
+    return _good(**{"arguments": [VECTOR], "out": P("data"), "rtol": 0.0, "atol": 0.0, **change})
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ({"arguments": [VECTOR, VECTOR]}, "it has 2 arguments"),
+        ({"arguments": [X], "out": P("data", None)}, "its argument has rank 2"),
+        ({"rtol": 1e-6}, "not exact"),
+        ({"keywords": {"axis": 0}}, "keyword options"),
+        (
+            {"mesh": "inputs", "arguments": [dataclasses.replace(VECTOR, placements=("layouts",))]},
+            "from its inputs",
+        ),
+        ({"arguments": [dataclasses.replace(VECTOR, values={})]}, "every value"),
+    ],
+)
+def test_a_contract_not_of_the_one_vector_form_says_why(change: dict[str, Any], why: str) -> None:
+    assert Contract(**_vector()).one_vector() is None
+    assert why in str(Contract(**_vector(**change)).one_vector())
+
+
+TRIPLE_CONTRACT = """
+import numpy as np
+from jax.sharding import PartitionSpec as P
+from conformance.contracts import FULL, Argument, Contract
+
+def tripled(x):
+    with np.errstate(all="ignore"):
+        return x + x + x if x.dtype.kind == "c" else np.multiply(x, x.dtype.type(3), dtype=x.dtype)
+
+def three_times(x):  # what 3 * x compiles to for complex x: multiplication by 3+0j
+    if x.dtype.kind != "c":
+        return None
+    a, b = x.real.copy(), x.imag.copy()
+    with np.errstate(all="ignore"):
+        out = np.empty_like(x)
+        out.real, out.imag = a * a.dtype.type(3) - b * 0, b * b.dtype.type(3) + a * 0
+    return out
+
+TRIPLE = Contract(
+    name="triple",
+    arguments=[Argument("x", rank=1, dtypes=FULL.first.dtypes, layouts=(P("data"),),
+                        placements=FULL.first.placements,
+                        values={"allow_nan": True, "allow_infinity": True, "allow_subnormal": True})],
+    mesh="keyword", mesh_optional=True, out=P("data"), oracle=tripled, accept=(three_times,),
+    rtol=0.0, atol=0.0, raises=ValueError,
+)
+"""
+
+
+@pytest.mark.slow
+def test_a_contract_of_the_one_vector_form_gets_every_check(tmp_path: Path) -> None:
+    """A user's own vector function (triple) is judged by pjit_double's checks, by its own oracle:
+    a tripling written like the reference conforms, and the reference's doubling fails values.*."""
+    (tmp_path / "triple_contract.py").write_text(TRIPLE_CONTRACT)
+    source = (ROOT / "reference" / "double.py").read_text()
+    tripling = source.replace(
+        "return x + x if jnp.iscomplexobj(x) else 2 * x", "return x + x + x if jnp.iscomplexobj(x) else 3 * x"
+    )
+    assert tripling != source
+    (tmp_path / "triple_impl.py").write_text(tripling)
+    contract = f"{tmp_path}/triple_contract.py:TRIPLE"
+    done, report = run_kit_report(
+        "conformance",
+        "--impl",
+        f"{tmp_path}/triple_impl.py:pjit_double",
+        "--contract",
+        contract,
+        "--hypothesis-profile",
+        "ci",
+    )
+    assert done.returncode == 0 and verdict(report) == "conforming", done.stdout[-4000:]
+    assert "state.histories" in statuses(report) and "fn.values" not in statuses(report)
+    done, report = run_kit_report(
+        "conformance",
+        "--impl",
+        "reference:pjit_double",
+        "--contract",
+        contract,
+        "--hypothesis-profile",
+        "ci",
+        "--check",
+        "values.float32",
+    )
+    assert done.returncode == 1 and statuses(report)["values.float32"] == "failed", done.stdout[-4000:]
+    assert f"--contract {contract}" in done.stdout  # the rerun line names the contract as given

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from jax.sharding import Mesh
 
-from conformance._src.contract.terms import DATA_AXIS, NAMES, dtypes_in_domain, mesh_args_of, named
+from conformance._src.contract.terms import DATA_AXIS, NAMES, dtypes_in_domain, named
 from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, other_memory_kinds
@@ -168,6 +168,13 @@ def dtypes(
     )
     wide = x64_enabled() if x64 is None else x64
     return st.sampled_from(dtypes_in_domain(contract_arg(contract), x64=wide))
+
+
+def mesh_args_of(contract: Contract) -> tuple[MeshArg, ...]:
+    """How the function is given its mesh: ``mesh=`` a mesh, ``mesh=None``, no mesh argument."""
+    if not contract.takes_mesh:
+        return ("omit",)
+    return ("mesh", "none", "omit") if contract.mesh_optional else ("mesh",)
 
 
 def contract_arg(contract: object) -> Contract:

@@ -8,17 +8,12 @@ A contract is a declaration (``conformance.contracts.Contract``); ``pjit_double`
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conformance._src.declared import pjit_double
 from conformance._src.declared.contract import Contract
-
-if TYPE_CHECKING:
-    from conformance._src.inputs.case import MeshArg
 
 DATA_AXIS = pjit_double.DATA_AXIS
 NAMES = ("seed", "full")  # the contracts --contract names by name
@@ -55,10 +50,3 @@ def dtypes_in_domain(contract: Contract, *, x64: bool = False) -> list[np.dtype]
     names = [d for d in contract.first.dtypes if x64 or d not in WIDE]
     return [np.dtype(jax.numpy.dtype(name)) for name in names]
 
-
-def mesh_args_of(contract: Contract) -> tuple[MeshArg, ...]:
-    """How the function is given its mesh (case.MeshArg): ``mesh=`` a mesh, ``mesh=None``, no
-    mesh argument at all."""
-    if not contract.takes_mesh:
-        return ("omit",)
-    return ("mesh", "none", "omit") if contract.mesh_optional else ("mesh",)
