@@ -237,7 +237,7 @@ def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
 def test_every_run_plans_one_device_array_with_its_axis_names_swapped() -> None:
     """A cache keyed on the devices alone (shape, ids, order) meets, every run, two meshes it
     cannot tell apart: the same device array named ('data', 'model') and ('model', 'data')."""
-    planned = history.planned(contract=Contract.FULL)  # type: ignore[arg-type]
+    planned = history.planned(contract=named("full"))
     pairs = [
         (a.mesh, b.mesh)
         for steps in planned

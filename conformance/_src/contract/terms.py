@@ -49,4 +49,3 @@ def dtypes_in_domain(contract: Contract, *, x64: bool = False) -> list[np.dtype]
     only where ``x64``: without jax_enable_x64, JAX has none)."""
     names = [d for d in contract.first.dtypes if x64 or d not in WIDE]
     return [np.dtype(jax.numpy.dtype(name)) for name in names]
-
