@@ -96,8 +96,7 @@ def _hung(folder: Path, rank: int, now: float) -> bool:
 
 def _verdict_of_ending(folder: Path, endings: list[Any], args: argparse.Namespace, took: float) -> int | None:
     """A process died: the check's verdict, the table and the report files; the job's exit status."""
-    from conformance._src.calling.distributed import launcher_verdict
-    from conformance._src.session.verdicts import write_summary
+    from conformance._src.session.verdicts import launcher_verdict, write_summary
 
     report, path = launcher_verdict(folder, endings, _rerun(args))
     if report is None:

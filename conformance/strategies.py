@@ -37,7 +37,7 @@ rebuilds it, ``mesh_from_ids([[3, 1], [0, 2]], ('data', 'model'))``
 For ``pjit_double``-like functions (a vector, an optional mesh): ``lengths``,
 ``dtypes(contract=...)``, ``placements`` and ``cases`` (a ``Case`` builds its
 input with ``case.make_input()``).  These belong to the kit's ``pjit_double``
-contract and live beside it (``conformance/_src/contract/strategies.py``); the
+contract and live beside it (``conformance/_src/inputs/strategies.py``); the
 general ones above are the library's, which knows no contract
 (``conformance/_src/library/``).  All are imported from here.
 
@@ -53,7 +53,7 @@ the layout.  So is a 64-bit dtype while ``jax_enable_x64`` is off, which JAX
 would make 32-bit.
 """
 
-from conformance._src.contract.strategies import MAX_LENGTH, cases, dtypes, lengths, placements
+from conformance._src.inputs.strategies import MAX_LENGTH, cases, dtypes, lengths, placements
 from conformance._src.library.dtypes import special_floats
 from conformance._src.library.strategies import (
     ARRAY_PLACEMENTS,

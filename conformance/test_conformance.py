@@ -8,7 +8,7 @@ import pytest
 
 from conformance._src.contract import checks  # noqa: F401 -- registers the checks
 from conformance._src.contract.catalogue import ids_for
-from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
+from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
 from conformance._src.session.options import declared_contract
 from conformance.plugin import VERDICT_PROPERTY
 

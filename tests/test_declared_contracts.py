@@ -324,7 +324,7 @@ def test_a_tolerance_per_dtype_and_a_bad_tolerance() -> None:
 
 def test_seed_and_full_are_declared_with_the_public_api() -> None:
     """--contract seed and full name conformance.contracts.SEED and FULL, built with Contract."""
-    from conformance._src.contract.terms import dtypes_in_domain, named
+    from conformance._src.declared.terms import dtypes_in_domain, named
     from conformance.contracts import FULL, PJIT_DOUBLE, SEED
 
     assert named("seed") is SEED and named("full") is FULL and PJIT_DOUBLE is FULL

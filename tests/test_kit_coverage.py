@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from conformance import strategies as cst
 from conformance._src.contract import domains
-from conformance._src.contract.terms import data_axis_size, named, target_sharding
+from conformance._src.declared.terms import data_axis_size, named, target_sharding
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
 from conformance._src.inputs.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of

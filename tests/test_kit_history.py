@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conformance._src import internals
 from conformance._src.contract import oracle
-from conformance._src.contract.terms import data_axis_size, named
+from conformance._src.declared.terms import data_axis_size, named
 from conformance._src.inputs import coverage, history
 from conformance._src.inputs.case import Case, decode_history, encode_history, make_mesh, parse_history
 from conformance._src.inputs.coverage import MeshClass, mesh_class

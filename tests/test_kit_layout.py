@@ -219,3 +219,76 @@ def test_every_kind_of_arrow_up_from_the_library_is_found_and_the_door_is_not_on
     graph = {"conformance._src.library.x": above | allowed, "conformance._src.library.y": set()}
     assert library_up_arrows(graph) == {("conformance._src.library.x", dep) for dep in above}
     assert library_up_arrows({"conformance._src.library.x": allowed}) == set()
+
+
+# The private rooms of conformance/_src, from the ground floor up: a room imports only from its own
+# floor and the floors below it.  A new room takes its place here; an import that runs back up
+# fails below.  The order is the one README.md gives, top floor first.
+FLOORS = (
+    "internals",  # the one door to other packages' private attributes
+    "library",  # the public library's bodies: strategies and assertions
+    "verdict",  # one typed record per check
+    "calling",  # --impl, forced devices, calls, supervision, processes
+    "declared",  # the declarations: Contract, pjit_double's seed and full, their terms
+    "selftest",  # the self-test of the internals' paths
+    "inputs",  # an input, the cells, the strategies, the schedule, the histories
+    "contract",  # the checks, their catalogue and domains, the oracle, failure blocks
+    "running",  # the engines
+    "report",  # the run's report
+    "session",  # the plug-in's hooks' work
+)
+
+
+def room(module: str) -> str | None:
+    """The room of a private module (the folder or file under conformance/_src); None for the face."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "_src" else None
+
+
+def arrows_up(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Imports from a room of a lower floor of a room above it; a room not in FLOORS has no floor,
+    so every arrow from or to it counts."""
+    floor = {name: k for k, name in enumerate(FLOORS)}
+    found = set()
+    for module, deps in graph.items():
+        here = room(module)
+        if here is None:
+            continue
+        for dep in deps:
+            there = room(dep)
+            if there is not None and floor.get(there, len(FLOORS)) > floor.get(here, -1):
+                found.add((module, dep))
+    return found
+
+
+def test_every_private_room_has_a_floor() -> None:
+    rooms = {room(m) for m in _modules()} - {None}
+    assert rooms <= set(FLOORS), (
+        f"rooms of conformance/_src without a floor in FLOORS: {sorted(rooms - set(FLOORS))}"
+    )
+
+
+def test_no_import_runs_back_up_a_floor() -> None:
+    found = sorted(arrows_up(import_graph()))
+    assert not found, "imports from a lower floor to a higher one: " + "; ".join(
+        f"{a} -> {b}" for a, b in found
+    )
+
+
+def test_an_arrow_back_up_is_found_and_one_down_or_level_is_not() -> None:
+    graph = {
+        "conformance._src.inputs.case": {
+            "conformance._src.contract.checks",  # up: the arrow to find
+            "conformance._src.inputs.coverage",  # level
+            "conformance._src.library.values",  # down
+        },
+        "conformance._src.running.kit": {"conformance._src.contract.checks"},
+        "conformance.strategies": {"conformance._src.session.setup"},  # the face stands above every room
+        "conformance._src.newroom.x": {"conformance._src.library.values"},  # a room without a floor
+        "conformance._src.library.y": {"conformance._src.newroom.x"},
+    }
+    assert arrows_up(graph) == {
+        ("conformance._src.inputs.case", "conformance._src.contract.checks"),
+        ("conformance._src.library.y", "conformance._src.newroom.x"),
+        ("conformance._src.newroom.x", "conformance._src.library.values"),
+    }

@@ -279,7 +279,7 @@ def test_an_option_is_one_usage_error_line_or_works(name: str, runs: Runs) -> No
 def test_contract_choices_are_the_contracts() -> None:
     """--contract's choices are spelled out in plugin.py (importing Contract imports JAX): they agree."""
     from conformance import plugin
-    from conformance._src.contract.terms import NAMES
+    from conformance._src.declared.terms import NAMES
 
     seen: dict[str, dict[str, object]] = {}
 

@@ -174,7 +174,7 @@ def test_a_dropped_result_is_judged_again_with_the_same_verdict() -> None:
     from conformance._src.calling.calls import Runner
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS, CheckFailure
-    from conformance._src.contract.terms import named
+    from conformance._src.declared.terms import named
     from conformance._src.running.kit import Kit
 
     def padded(x: Any, *, mesh: Any = None) -> Any:
@@ -243,7 +243,7 @@ def test_a_failure_kept_by_hypothesis_does_not_keep_the_result_it_judged() -> No
     from conformance._src.calling.calls import Runner
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CheckFailure
-    from conformance._src.contract.terms import named
+    from conformance._src.declared.terms import named
     from conformance._src.running.kit import Kit
 
     def huge(x: Any, *, mesh: Any = None) -> Any:

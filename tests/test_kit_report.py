@@ -113,7 +113,7 @@ def test_list_checks_prints_every_id_with_its_contracts() -> None:
     done = run_kit("conformance", "--list-checks")
     assert done.returncode == 0
     lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
-    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
 
     for check_id, check in CHECKS.items():
         assert check_id in lines

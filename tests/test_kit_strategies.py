@@ -21,7 +21,7 @@ from hypothesis.errors import InvalidArgument
 from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance import strategies as cst
-from conformance._src.contract.terms import dtypes_in_domain, named
+from conformance._src.declared.terms import dtypes_in_domain, named
 from conformance._src.inputs.case import (
     NUMPY_FORMS,
     Case,

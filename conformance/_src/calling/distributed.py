@@ -12,20 +12,15 @@ cleanly -- when an implementation has wedged the devices.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 
 from conformance._src import internals
-
-if TYPE_CHECKING:
-    pass
 
 # Verdict codes, ordered by severity: the worst one wins everywhere.
 OK, FAILED, HUNG = 0, 1, 2
@@ -138,75 +133,3 @@ class Ending:
     done: bool  # it marked its end (mark_done)
     hung: bool = False  # the launcher ended it: a call past its deadline
     killed: bool = False  # the launcher ended it: another process had died
-
-
-def launcher_verdict(
-    folder: Path, endings: list[Ending], rerun: Callable[[str], str]
-) -> tuple[Any, str | None]:
-    """The job's Report after a process died, with the running check's verdict; and its report path.
-
-    ``None`` when no process got as far as its checks (then there is no check to name).
-    ``rerun`` turns a one-process rerun command into the launcher's.
-    """
-    from conformance._src.calling.supervise import crash_verdict
-    from conformance._src.reporting.report import Report
-    from conformance._src.reporting.verdict import CheckVerdict, Status, with_xfail
-
-    died = [e for e in endings if not e.done and not e.killed]
-    states = {}
-    for ending in endings:
-        with contextlib.suppress(OSError, ValueError):
-            states[ending.rank] = json.loads((folder / f"process-{ending.rank}.report.json").read_text())
-    if not died or not states:
-        return None, None
-    state = states[min(states)]  # process 0's, unless it never got there
-    results = [CheckVerdict.from_dict(v) for v in state.pop("results")]
-    path, timeout = state.pop("report_path"), float(state.pop("timeout"))
-    report = Report(**state)
-    for verdict in results:
-        report.add(verdict)
-
-    def log(rank: int, name: str) -> str | None:
-        with contextlib.suppress(OSError):
-            return (folder / f"process-{rank}.{name}").read_text()
-        return None
-
-    running = [v.id for v in results if v.status is Status.PARTIAL]
-    entries = {e.rank: json.loads(log(e.rank, "json") or "{}") for e in died}
-    check_id = running[0] if running else next((x["check"] for x in entries.values() if "check" in x), None)
-    if check_id is None:
-        return report, path
-    # The process that died in a call speaks first; the others' endings follow in a line each.
-    first = min(died, key=lambda e: ("deadline" not in entries[e.rank], e.rank))
-    entry = dict(entries[first.rank])
-    for key in ("rerun", "last_rerun"):
-        if key in entry:
-            entry[key] = rerun(entry[key])
-    verdict = crash_verdict(
-        check_id,
-        entry,
-        first.returncode,
-        first.hung,
-        log(first.rank, "fault"),
-        timeout,
-        process=f"process {first.rank} of {len(endings)}",
-        after="the launcher ended the others; the checks after it did not run",
-    )
-    for other in endings:
-        if other.rank != first.rank:
-            how = (
-                "ended by the launcher after that"
-                if other.killed
-                else "finished"
-                if other.done
-                else f"ended too: {describe(other)}"
-            )
-            verdict.message += f"\n  process {other.rank}: {how}"
-    report.add(with_xfail(verdict, report.xfails))
-    return report, path
-
-
-def describe(ending: Ending) -> str:
-    from conformance._src.calling.supervise import describe_exit
-
-    return "hung in a call, ended by the launcher" if ending.hung else describe_exit(ending.returncode)

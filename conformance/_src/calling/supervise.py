@@ -51,7 +51,7 @@ from typing import Any
 import pytest
 
 from conformance._src import internals
-from conformance._src.reporting.verdict import CheckVerdict, Status
+from conformance._src.verdict import CheckVerdict, Status
 
 STATE_DIR_KEY = "conformance_state_dir"
 GRACE_S = 0.5  # past a call's deadline before the watchdog acts

@@ -25,13 +25,14 @@ from conformance._src import internals, selftest
 from conformance._src.calling import calls
 from conformance._src.contract import domains, jax_bugs, oracle
 from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, Refused, check
-from conformance._src.contract.terms import (
+from conformance._src.contract.messages import one_line
+from conformance._src.declared import pjit_double
+from conformance._src.declared.terms import (
     DATA_AXIS,
     data_axis_size,
     default_mesh,
     target_sharding,
 )
-from conformance._src.declared import pjit_double
 from conformance._src.inputs import coverage, history
 from conformance._src.inputs.case import (
     UNCOMMITTED,
@@ -47,7 +48,6 @@ from conformance._src.inputs.case import (
 )
 from conformance._src.library import assertions, jit_probe
 from conformance._src.library.strategies import OTHER_AXIS
-from conformance._src.running.messages import one_line
 
 # ---------------------------------------------------------------------------
 # Small helpers shared by several checks

@@ -28,9 +28,9 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import Mesh
 
-from conformance._src.contract import strategies as cst
-from conformance._src.contract.terms import data_axis_size
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.terms import data_axis_size
+from conformance._src.inputs import strategies as cst
 from conformance._src.inputs.case import Case
 from conformance._src.inputs.coverage import PLACEMENTS, Axes
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from conformance._src.contract.terms import data_axis_size
+from conformance._src.declared.terms import data_axis_size
 from conformance._src.inputs.case import Case
 
 
@@ -80,7 +80,7 @@ def _nan_for_every_process(case: Case) -> bool:
     import jax
     import numpy as np
 
-    from conformance._src.contract.terms import target_sharding
+    from conformance._src.declared.terms import target_sharding
 
     if jax.process_count() < 2 or case.placement[0] not in ("numpy", "uncommitted"):
         return False

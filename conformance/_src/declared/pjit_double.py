@@ -1,7 +1,7 @@
 """``pjit_double``'s two contracts, ``seed`` and ``full``, declared with the public API.
 
 ``--contract seed`` and ``--contract full`` name these two declarations; the kit's checks read
-from them what they judge (``contract/terms.py``): the function's mesh, the dtypes, where the
+from them what they judge (``terms.py``): the function's mesh, the dtypes, where the
 input comes from, the layout, the oracle and the error.  ``conformance.contracts.SEED``,
 ``FULL`` and ``PJIT_DOUBLE`` (the same as ``FULL``) are them.
 """

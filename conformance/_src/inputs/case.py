@@ -163,14 +163,14 @@ def make_input(case: Case) -> Any:
     if kind == "uncommitted":
         return jax.device_put(host)
     if kind == "target":
-        from conformance._src.contract.terms import target_sharding
+        from conformance._src.declared.terms import target_sharding
 
         return jax.device_put(host, target_sharding(case.mesh))
     by_id = {int(d.id): d for d in jax.devices()}
     if kind == "device":
         return jax.device_put(host, by_id[case.placement[1]])
     if kind == "memory":
-        from conformance._src.contract.terms import target_sharding
+        from conformance._src.declared.terms import target_sharding
 
         _, memory, where = case.placement
         if where == "target":
@@ -195,7 +195,7 @@ def _global_input(case: Case) -> Any:
     its whole copy to one of its own devices (JAX moves no array between devices of different
     processes that is not over the target's devices).  Each copies the case's values.
     """
-    from conformance._src.contract.terms import data_axis_size, target_sharding
+    from conformance._src.declared.terms import data_axis_size, target_sharding
 
     values = case.values
     kind = case.placement[0]

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from conformance._src.contract.terms import DATA_AXIS, dtypes_in_domain
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.terms import DATA_AXIS, dtypes_in_domain
 from conformance._src.library.strategies import KIND_DEVICES
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def arrived_kind(x: object, case: Case) -> str:
     sharding = getattr(x, "sharding", None)
     if sharding is None:
         return "numpy"  # some other array-like
-    from conformance._src.contract.terms import target_sharding
+    from conformance._src.declared.terms import target_sharding
 
     default = next(iter(sharding.device_set)).default_memory().kind
     if sharding.memory_kind not in (None, default):

@@ -78,9 +78,9 @@ from hypothesis.stateful import (
 from jax.sharding import Mesh
 
 from conformance._src import internals
-from conformance._src.contract import strategies as cst
-from conformance._src.contract.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
+from conformance._src.declared.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
 from conformance._src.inputs import coverage
+from conformance._src.inputs import strategies as cst
 from conformance._src.inputs.case import Case, MeshArg
 from conformance._src.inputs.schedule import Schedule
 from conformance._src.library.jit_probe import Ran

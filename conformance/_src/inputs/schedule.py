@@ -17,8 +17,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from conformance._src.contract.terms import DATA_AXIS, data_axis_size, dtypes_in_domain, named
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.terms import DATA_AXIS, data_axis_size, dtypes_in_domain, named
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
     NUMPY_FORMS,

@@ -1,7 +1,7 @@
 """Dtypes and their elements, for ``conformance.strategies``.
 
 * ``dtypes``: the general dtype strategy (kinds, sizes, x64); the kit's
-  contract domain (``contract=``) is the contract's (contract/strategies.py);
+  contract domain (``contract=``) is the contract's (inputs/strategies.py);
 * ``Carrier``/``carrier``: how ``values()`` draws a dtype's values over its
   whole range (as integers: bit patterns for floats), with its edge values;
 * ``Controls``/``element_strategy``: the element strategy of a dtype under

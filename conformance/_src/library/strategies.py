@@ -1,7 +1,7 @@
 """The bodies of the public general strategies (``conformance.strategies``: read its docstring),
 and the kit's own helpers beside them (``values_from``, ``OTHER_AXIS``, the device messages).
 The ``pjit_double`` contract's strategies (``lengths``, ``placements``, ``cases``,
-``dtypes(contract=...)``) build on these in ``contract/strategies.py``: nothing here knows a contract.
+``dtypes(contract=...)``) build on these in ``inputs/strategies.py``: nothing here knows a contract.
 
 The dtypes, what each dtype's values are drawn as, and the element strategies under value
 controls live in ``dtypes.py``; the arrays, meshes, specs, shardings and shapes here."""

@@ -3,7 +3,7 @@
 A ``Kit`` is made once per pytest session by the plug-in (session/setup.py), after the devices
 are set up and ``--impl`` is loaded.  It is what a check's body is given: ``call`` and
 ``result`` call the implementation (``shared=True``: once per distinct input, pool.py), ``fail``
-raises the check's message block (messages.py).  ``run_check`` is the one place where a check
+raises the check's message block (contract/messages.py).  ``run_check`` is the one place where a check
 meets its inputs: it applies the gates and ``--case`` replays; then the covering schedule's
 input for every cell of the check's domain (coverage.py; for checks that judge one call, from
 the pass shared by all of them, shared_pass.py), then Hypothesis with the profile's settings,
@@ -33,7 +33,7 @@ from conformance._src.calling.calls import (
     result_bytes,
 )
 from conformance._src.calling.distributed import FAILED, HUNG, OK, Cluster
-from conformance._src.contract import jax_bugs
+from conformance._src.contract import jax_bugs, messages
 from conformance._src.contract.catalogue import (
     CHECKS,
     Check,
@@ -43,7 +43,6 @@ from conformance._src.contract.catalogue import (
     gates_for,
     not_applicable,
 )
-from conformance._src.contract.strategies import cases as draw_cases
 from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
@@ -56,10 +55,11 @@ from conformance._src.inputs.case import (
     may_refuse,
 )
 from conformance._src.inputs.schedule import Schedule, mesh_variants
+from conformance._src.inputs.strategies import cases as draw_cases
 from conformance._src.library import jit_probe
-from conformance._src.reporting.verdict import CheckVerdict, Status
-from conformance._src.running import explore, messages, shared_pass
+from conformance._src.running import explore, shared_pass
 from conformance._src.running.pool import Pool
+from conformance._src.verdict import CheckVerdict, Status
 
 
 @dataclass

@@ -17,8 +17,8 @@ from conformance._src.declared.contract import Contract
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import Case
 from conformance._src.inputs.schedule import Schedule
-from conformance._src.reporting.verdict import CheckVerdict
 from conformance._src.running.pool import Pool
+from conformance._src.verdict import CheckVerdict
 
 
 class Kit(Protocol):

@@ -137,8 +137,8 @@ def list_checks(config: pytest.Config) -> int | None:
         return None
     _require_dependencies()
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
-    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
-    from conformance._src.reporting.report import print_checks
+    from conformance._src.report import print_checks
+    from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
 
     print_checks()
     return 0
@@ -153,7 +153,7 @@ def validate(config: pytest.Config) -> None:
     _validate_contract(config)
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
-    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
 
     unknown = [c for c in config.getoption("--check") if c not in CHECKS]
     if unknown:
@@ -214,8 +214,8 @@ def judged_contract(config: pytest.Config) -> Contract:
     (``ContractError`` where it cannot be judged by; _validate_contract makes that a usage error)."""
     found = config.stash.get(CONTRACT_KEY, None)
     if found is None:
-        from conformance._src.contract.terms import NAMES, named
         from conformance._src.declared.contract import load
+        from conformance._src.declared.terms import NAMES, named
 
         value = config.getoption("--contract")
         found = named(value) if value in NAMES else load(value)
@@ -383,7 +383,7 @@ def _outside_contract(data: Any, contract: Contract) -> str | None:
     """Why a parsed case (case.CaseData) is outside the contract's domain, if it is."""
     import jax
 
-    from conformance._src.contract.terms import DATA_AXIS, dtypes_in_domain
+    from conformance._src.declared.terms import DATA_AXIS, dtypes_in_domain
 
     x64 = bool(jax.config.read("jax_enable_x64"))
     if data.dtype not in dtypes_in_domain(contract, x64=x64):

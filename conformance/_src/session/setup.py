@@ -82,7 +82,7 @@ def configure(config: pytest.Config) -> None:
     """A run of the suite: check what options alone cannot, then set up this process's part."""
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
-    from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
     from conformance._src.session.options import read_xfail_file  # checked there first, before anything runs
 
     if config.getoption("--case") and len(config.getoption("--check")) != 1:
@@ -162,7 +162,7 @@ def schedule_seed(config: pytest.Config) -> int:
 def _new_report(config: pytest.Config, spec: str, impl_version: str | None, count: int) -> Any:
 
     from conformance._src.contract.catalogue import ids_for
-    from conformance._src.reporting.report import Report
+    from conformance._src.report import Report
 
     profile = internals.hypothesis_profile_name() or "unknown"
     seed = config.getoption("hypothesis_seed", None)
@@ -290,7 +290,7 @@ def _declared_kit(
 ) -> Any:
     """The engine of a declared contract (--contract MODULE:ATTR), checked against the function."""
     from conformance._src.declared.contract import ContractError, check_signature, load
-    from conformance._src.declared.engine import DeclaredKit
+    from conformance._src.running.declared_kit import DeclaredKit
 
     spec = config.getoption("--contract")
     try:

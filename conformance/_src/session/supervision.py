@@ -21,7 +21,7 @@ def leave_usage_summary(config: pytest.Config, error: pytest.UsageError) -> None
     """A run of the suite that stops at a usage error leaves its one line at a ``.md`` report path."""
     path = config.getoption("--conformance-report")
     if path and scope.targets_kit(config):
-        from conformance._src.reporting.report import write_usage_error
+        from conformance._src.report import write_usage_error
 
         write_usage_error(str(error), path)
 
@@ -64,7 +64,7 @@ class SupervisionHooks:
         ):
             from conformance._src.contract import checks  # noqa: F401 -- registers the checks
             from conformance._src.contract.catalogue import CHECKS
-            from conformance._src.declared import checks as _declared  # noqa: F401 -- and the declared ones
+            from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
 
             # Every check may crash its worker once, and all of them still get a verdict.
             config.option.maxworkerrestart = str(2 * len(CHECKS))

@@ -7,16 +7,18 @@ one Report gets every verdict, a crashed worker's included (supervision.py gives
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import json
 import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance._src.reporting.verdict import CheckVerdict, RunVerdict, Status, with_xfail
 from conformance._src.session.state import (
     CONFIG,
     KIT_KEY,
@@ -26,6 +28,11 @@ from conformance._src.session.state import (
     XFAIL_KEY,
     controller_report,
 )
+from conformance._src.verdict import CheckVerdict, RunVerdict, Status, with_xfail
+
+if TYPE_CHECKING:
+    from conformance._src.calling.distributed import Ending
+    from conformance._src.report import Report
 
 
 def check_id(item: Any) -> str | None:
@@ -170,7 +177,7 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
         return  # process 0 speaks for the cluster
     if report.duration < 0:
         report.duration += time.perf_counter()
-    from conformance._src.reporting.report import title
+    from conformance._src.report import title
 
     terminalreporter.section(title(report))
     write_summary(report, config.getoption("--conformance-report"), terminalreporter.write_line)
@@ -179,7 +186,7 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
 def write_summary(report: Any, path: str | None, line: Callable[[str], Any]) -> None:
     """The table, the timing line, the report files and the headline, a ``line`` each
     (pytest's terminal summary, and ``conformance.launch``'s for a job that ended early)."""
-    from conformance._src.reporting import report as reporting
+    from conformance._src import report as reporting
 
     line(reporting.markdown(report).rstrip("\n"))
     line("timing: " + reporting.timing_summary(report))
@@ -223,3 +230,75 @@ def unconfigure(config: pytest.Config) -> None:
         sys.stderr.flush()
         status = CONFIG.get("exitstatus", 1)
         os._exit(int(status) if isinstance(status, int) else 1)
+
+
+def launcher_verdict(
+    folder: Path, endings: list[Ending], rerun: Callable[[str], str]
+) -> tuple[Report | None, str | None]:
+    """The job's Report after a process died, with the running check's verdict; and its report path.
+
+    ``None`` when no process got as far as its checks (then there is no check to name).
+    ``rerun`` turns a one-process rerun command into the launcher's.
+    """
+    from conformance._src.calling.supervise import crash_verdict
+    from conformance._src.report import Report
+
+    died = [e for e in endings if not e.done and not e.killed]
+    states = {}
+    for ending in endings:
+        with contextlib.suppress(OSError, ValueError):
+            states[ending.rank] = json.loads((folder / f"process-{ending.rank}.report.json").read_text())
+    if not died or not states:
+        return None, None
+    state = states[min(states)]  # process 0's, unless it never got there
+    results = [CheckVerdict.from_dict(v) for v in state.pop("results")]
+    path, timeout = state.pop("report_path"), float(state.pop("timeout"))
+    report = Report(**state)
+    for verdict in results:
+        report.add(verdict)
+
+    def log(rank: int, name: str) -> str | None:
+        with contextlib.suppress(OSError):
+            return (folder / f"process-{rank}.{name}").read_text()
+        return None
+
+    running = [v.id for v in results if v.status is Status.PARTIAL]
+    entries = {e.rank: json.loads(log(e.rank, "json") or "{}") for e in died}
+    check_id = running[0] if running else next((x["check"] for x in entries.values() if "check" in x), None)
+    if check_id is None:
+        return report, path
+    # The process that died in a call speaks first; the others' endings follow in a line each.
+    first = min(died, key=lambda e: ("deadline" not in entries[e.rank], e.rank))
+    entry = dict(entries[first.rank])
+    for key in ("rerun", "last_rerun"):
+        if key in entry:
+            entry[key] = rerun(entry[key])
+    verdict = crash_verdict(
+        check_id,
+        entry,
+        first.returncode,
+        first.hung,
+        log(first.rank, "fault"),
+        timeout,
+        process=f"process {first.rank} of {len(endings)}",
+        after="the launcher ended the others; the checks after it did not run",
+    )
+    for other in endings:
+        if other.rank != first.rank:
+            how = (
+                "ended by the launcher after that"
+                if other.killed
+                else "finished"
+                if other.done
+                else f"ended too: {describe(other)}"
+            )
+            verdict.message += f"\n  process {other.rank}: {how}"
+    report.add(with_xfail(verdict, report.xfails))
+    return report, path
+
+
+def describe(ending: Ending) -> str:
+    """How one process ended, in words."""
+    from conformance._src.calling.supervise import describe_exit
+
+    return "hung in a call, ended by the launcher" if ending.hung else describe_exit(ending.returncode)

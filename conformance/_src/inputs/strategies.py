@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from jax.sharding import Mesh
 
-from conformance._src.contract.terms import DATA_AXIS, NAMES, dtypes_in_domain, named
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.terms import DATA_AXIS, NAMES, dtypes_in_domain, named
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement, other_memory_kinds
 from conformance._src.inputs.coverage import LONG_MAX, MEDIUM_MAX

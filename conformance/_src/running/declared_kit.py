@@ -2,7 +2,7 @@
 
 A ``DeclaredKit`` is made once per pytest session, as the ``Kit`` is for ``pjit_double``
 (session/setup.py), when ``--contract`` names a ``conformance.contracts.Contract``.  Its
-``run_check`` runs a check's body on inputs drawn from the contract (draw.py), searched and
+``run_check`` runs a check's body on inputs drawn from the contract (declared/draw.py), searched and
 shrunk by Hypothesis under the run's profile, with a seed per check derived from the run's
 (``--hypothesis-seed`` reruns it exactly), and records the verdict (``CheckVerdict``) that the
 plug-in carries to the report.  Every call goes through the session's ``Runner``: its timeout,
@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 from conformance._src import internals
 from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
 from conformance._src.calling.distributed import FAILED, OK, Cluster
+from conformance._src.contract import messages
 from conformance._src.contract.catalogue import CHECKS, CheckFailure
 from conformance._src.declared.contract import Contract
 from conformance._src.declared.draw import Call
-from conformance._src.reporting.verdict import CheckVerdict, Status
-from conformance._src.running import messages
+from conformance._src.verdict import CheckVerdict, Status
 
 # Examples per check and profile; a history counts as one example.
 EXAMPLES = {"default": 20, "ci": 20, "thorough": 150}

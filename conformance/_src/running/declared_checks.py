@@ -1,7 +1,7 @@
 """The checks of a declared contract: each one judgement of the kit, generic over the contract.
 
 Registered in the one catalogue (contract/catalogue.py) as ``declared`` checks, run by the
-declared engine (engine.py) on inputs drawn from the contract (draw.py), judged with the
+declared engine (declared_kit.py) on inputs drawn from the contract (declared/draw.py), judged with the
 library's assertions.  A body returns how many examples it judged; one that has nothing to judge
 in this contract raises ``NotApplicable`` saying why.
 """
@@ -16,10 +16,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance._src.calling import calls as calling
 from conformance._src.contract.catalogue import check
+from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
 from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, tolerance_for
 from conformance._src.declared.draw import Call
-from conformance._src.declared.engine import DeclaredKit, NotApplicable
 from conformance._src.library import values
 from conformance._src.library.assertions import (
     AssertionFailed,
@@ -30,7 +30,7 @@ from conformance._src.library.assertions import (
     host_copy,
 )
 from conformance._src.library.values import flush_subnormals
-from conformance._src.running.messages import one_line
+from conformance._src.running.declared_kit import DeclaredKit, NotApplicable
 
 
 def _is_spec(value: Any) -> bool:

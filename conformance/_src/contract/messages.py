@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Protocol
 
-from conformance._src.contract.terms import data_axis_size
+from conformance._src.declared.terms import data_axis_size
 from conformance._src.inputs.case import UNCOMMITTED, Case, describe_placement
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import conformance
 from conformance._src.calling.devices import DEFAULT_DEVICES
 from conformance._src.inputs import coverage
-from conformance._src.reporting.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
+from conformance._src.verdict import BROKEN, REACHED, CheckVerdict, RunVerdict, Status, run_verdict
 
 SCHEMA_VERSION = 1
 STATUSES = tuple(status.value for status in Status)

@@ -2,7 +2,7 @@
 dtype domain, whether the function is given a mesh.
 
 A contract is a declaration (``conformance.contracts.Contract``); ``pjit_double``'s two,
-``seed`` and ``full``, are declared in declared/pjit_double.py and named on the command line
+``seed`` and ``full``, are declared in pjit_double.py beside it and named on the command line
 (``--contract seed|full``, ``named``).  The specification in prose is SPEC.md.
 """
 
