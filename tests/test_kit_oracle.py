@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from conformance._src.contract.oracle import Mismatch, doubled, element_ok, first_mismatch, is_float, show
+from conformance._src.contract.oracle import Mismatch, element_ok, first_mismatch, is_float, show
+from conformance._src.declared.pjit_double import doubled
 from conformance.strategies import special_floats
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

@@ -16,7 +16,7 @@ Rules (SPEC.md, "Values"):
   the same one of the doublings: the components each doubled (of the input,
   or of the input with its subnormal components flushed, as XLA does), or
   IEEE complex multiplication by ``2+0j`` (which is what ``2 * x`` compiles
-  to) of the flushed input.  They differ only in the sign of zero components
+  to) of the input or of the flushed input.  They differ only in the sign of zero components
   (``re = 2a - 0*b``), NaN from inf components (``2 * (inf+0j)`` is
   ``inf+nanj``) and flushing; no other error passes.
 
@@ -34,7 +34,8 @@ import numpy as np
 
 # The comparison rule and the value display are the library's (library/values.py): the oracle
 # builds on them, and the kit's checks read them from here too.
-from conformance._src.library.values import _flush, bits, flush_subnormals, is_float, show, values_match
+from conformance._src.declared import pjit_double
+from conformance._src.library.values import bits, flush_subnormals, is_float, show, values_match
 
 if TYPE_CHECKING:
     from conformance._src.declared.contract import Contract
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Mismatch",
     "bits",
-    "doubled",
     "element_ok",
     "first_mismatch",
     "flush_subnormals",
@@ -63,29 +63,6 @@ class Mismatch:
     count: int  # how many elements break the oracle in all
 
 
-def doubled(x: np.ndarray) -> np.ndarray:
-    """The exact expected result, in the input's dtype (integers wrap).
-
-    Complex numbers are doubled component by component, so that ``inf+0j``
-    doubles to ``inf+0j``.
-    """
-    with np.errstate(over="ignore", invalid="ignore"):
-        if x.dtype.kind == "c":
-            return x + x
-        return np.multiply(x, x.dtype.type(2), dtype=x.dtype)
-
-
-def _complex_product(x: np.ndarray) -> np.ndarray:
-    """``x * (2+0j)`` by the textbook formula XLA uses, on flushed components."""
-    a, b = _flush(x.real.copy()), _flush(x.imag.copy())
-    two, zero = a.dtype.type(2), a.dtype.type(0)
-    with np.errstate(invalid="ignore", over="ignore"):
-        product = np.empty_like(x)
-        product.real = a * two - b * zero
-        product.imag = b * two + a * zero
-    return product
-
-
 def wanted(x: np.ndarray, contract: Contract) -> list[np.ndarray]:
     """Every result ``contract`` accepts for ``x``: its oracle's and its ``accept``'s, of x and of
     x with its subnormals flushed."""
@@ -101,27 +78,24 @@ def wanted(x: np.ndarray, contract: Contract) -> list[np.ndarray]:
 
 
 def expected(x: np.ndarray, contract: Contract | None) -> np.ndarray:
-    """The oracle's result for ``x`` (``doubled`` without a contract)."""
-    if contract is None:
-        return doubled(x)
+    """The oracle's result for ``x`` (``pjit_double``'s full contract's without a contract)."""
     with np.errstate(all="ignore"):
-        return np.asarray(contract.oracle(x))
+        return np.asarray(_or_full(contract).oracle(x))
 
 
 def element_ok(x: np.ndarray, got: np.ndarray, contract: Contract | None = None) -> np.ndarray:
     """Boolean mask: which elements of ``got`` the oracle accepts for input ``x``.
 
     The public rule of ``values_match`` (``assertions.assert_values_equal``)
-    against the doublings a correct implementation may return: of ``x``, of
-    ``x`` with its subnormals flushed, and for complex numbers XLA's product
-    with ``2+0j``.
+    against the results the contract accepts (``wanted``); without a contract, ``pjit_double``'s
+    full one: the doublings of ``x`` and of ``x`` with its subnormals flushed, and for complex
+    numbers XLA's product with ``2+0j``.
     """
-    if contract is not None:
-        return values_match(got, wanted(x, contract))
-    wants = [doubled(x), doubled(flush_subnormals(x))]
-    if x.dtype.kind == "c":
-        wants.append(_complex_product(x))
-    return values_match(got, wants)
+    return values_match(got, wanted(x, _or_full(contract)))
+
+
+def _or_full(contract: Contract | None) -> Contract:
+    return pjit_double.full() if contract is None else contract
 
 
 def first_mismatch(x: np.ndarray, got: np.ndarray, contract: Contract | None = None) -> Mismatch | None:
