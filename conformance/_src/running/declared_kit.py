@@ -26,11 +26,12 @@ from hypothesis import strategies as st
 
 from conformance._src import internals
 from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
-from conformance._src.calling.distributed import FAILED, OK, Cluster
+from conformance._src.calling.distributed import Cluster
 from conformance._src.contract import messages
 from conformance._src.contract.catalogue import CHECKS, CheckFailure
 from conformance._src.declared.contract import Contract
 from conformance._src.declared.draw import Call
+from conformance._src.running import explore
 from conformance._src.verdict import CheckVerdict, Status
 
 # Examples per check and profile; a history counts as one example.
@@ -161,16 +162,9 @@ class DeclaredKit:
                 local = error
             # Every process agrees on the example's verdict before Hypothesis sees it, and raises
             # the same exception from this one line, so that all of them stay in lockstep.
-            verdicts = self.cluster.agree(FAILED if local is not None else OK)
-            if max(verdicts) == OK:
-                return
-            others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
-            raise CheckFailure(
-                str(local)
-                if local is not None
-                else f"[{self.check_id}] the check failed on process(es) {others}: its shards of the "
-                f"result broke the contract there (see that process's output)"
-            )
+            failure = explore.agreed(self.cluster, self.check_id, local, "")
+            if failure is not None:
+                raise failure
 
         test = settings(
             max_examples=examples,

@@ -3,7 +3,8 @@
 The covering schedule (schedule.py) gives every cell its input first; Hypothesis then draws
 more, and shrinks a failure to the smallest input it finds.  ``run_given`` runs a body under
 ``@given`` named after the check: with a profile that fixes the seed (``ci``) or in a
-``--distributed`` run, a seed of the check's own, so that checks do not all draw alike.
+``--distributed`` run, a seed of the check's own, so that checks do not all draw alike.  In a
+``--distributed`` run, ``agreed`` gives every process one example's verdict, for both engines.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis.database import ExampleDatabase
 
-from conformance._src.contract.catalogue import Check
+from conformance._src.calling.calls import ImplementationHung
+from conformance._src.calling.distributed import FAILED, HUNG, OK, Cluster
+from conformance._src.contract.catalogue import Check, CheckFailure
 from conformance._src.inputs.case import Case
 
 # Compiles make examples slow and uneven: no deadline, no too_slow health check.
@@ -90,3 +93,32 @@ def run_given(
     if fixed:
         test = seed(zlib.crc32(check.id.encode()))(test)
     test()
+
+
+def agreed(cluster: Cluster, check_id: str, local: BaseException | None, where: str) -> BaseException | None:
+    """What every process raises for one example, once all of them have given their verdict on it
+    (``local``: this process's failure, if it failed); ``None`` when every process passed.
+
+    A new exception, of the same type on every process and raised by the caller from one line:
+    so Hypothesis sees the same failure everywhere and stays in lockstep, shrinking included.
+    ``where`` names the input for the message of a process that passed while another failed.
+    """
+    verdict = HUNG if isinstance(local, ImplementationHung) else FAILED if local is not None else OK
+    verdicts = cluster.agree(verdict)
+    if max(verdicts) == OK:
+        return None
+    others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != cluster.process_id]
+    at = f"on process(es) {others}" + (f" for input {where}" if where else "")
+    if max(verdicts) == HUNG:
+        if isinstance(local, ImplementationHung):
+            return ImplementationHung(str(local))
+        return ImplementationHung(
+            f"[{check_id}] a call of the implementation hung {at}; no process calls it again "
+            f"(see that process's output)"
+        )
+    if local is not None:
+        return CheckFailure(str(local))
+    return CheckFailure(
+        f"[{check_id}] the check failed {at}: its shards of the result broke the contract there "
+        f"(see that process's output)"
+    )

@@ -32,7 +32,7 @@ from conformance._src.calling.calls import (
     finished,
     result_bytes,
 )
-from conformance._src.calling.distributed import FAILED, HUNG, OK, Cluster
+from conformance._src.calling.distributed import Cluster
 from conformance._src.contract import jax_bugs, messages
 from conformance._src.contract.catalogue import (
     CHECKS,
@@ -397,33 +397,13 @@ class Kit:
             if local is not None:
                 raise local
             return inconclusive
-        verdict = HUNG if isinstance(local, ImplementationHung) else FAILED if local is not None else OK
-        verdicts = self.cluster.agree(verdict)
-        if max(verdicts) == OK:
+        where = case.describe() if isinstance(case, Case) else ""
+        failure = explore.agreed(self.cluster, self.check_id, local, where)
+        if failure is None:
             return inconclusive
-        others = [rank for rank, v in enumerate(verdicts) if v != OK and rank != self.cluster.process_id]
-        where = f"on process(es) {others}" + (
-            f" for input {case.describe()}" if isinstance(case, Case) else ""
-        )
-        message = (
-            str(local)
-            if local is not None
-            else (
-                f"[{self.check_id}] the check failed {where}: its shards of the result broke the contract "
-                f"there (see that process's output)"
-            )
-        )
-        # Every process raises the same exception type from this one line, so that
-        # Hypothesis sees the same failure everywhere and shrinks in lockstep.
-        if max(verdicts) == HUNG:
-            self.runner.hung = self.runner.hung or f"a call hung {where}"
-            raise ImplementationHung(
-                message
-                if isinstance(local, ImplementationHung)
-                else f"[{self.check_id}] a call of the implementation hung {where}; "
-                f"no process calls it again (see that process's output)"
-            )
-        raise CheckFailure(message)
+        if isinstance(failure, ImplementationHung):
+            self.runner.hung = self.runner.hung or f"a call hung on another process {where}".rstrip()
+        raise failure
 
     def _run_one(self, record: CheckVerdict, case: Case | str | None) -> None:
         why = self._step(case, lambda: CHECKS[record.id].body(self, case))
