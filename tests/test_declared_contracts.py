@@ -191,6 +191,7 @@ VERDICTS: dict[tuple[str, str], str | None] = {
     ("softmax", "evicting"): "fn.compile-once",
     ("softmax", "no_max_shift"): "fn.values",
     ("softmax", "eager"): "fn.jit",
+    ("softmax", "trusts_committed"): "fn.values",
     ("centring", "center"): None,
     ("centring", "local_mean"): "fn.values",
     ("centring", "evicting"): "fn.compile-once",

@@ -169,7 +169,8 @@ def test_the_memory_kind_bug_is_what_jax_itself_does_here() -> None:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-    from conformance._src.inputs.case import Case, other_memory_kinds
+    from conformance._src.calling.devices import other_memory_kinds
+    from conformance._src.inputs.case import Case
 
     devices = jax.local_devices()
     mesh = Mesh(np.array(devices[:4]), ("data",))

@@ -9,7 +9,9 @@ The broken variants (each a function of this file, for ``--impl``) are bugs that
 tests rarely look for: ``stale_mesh`` keeps one jitted function per mesh *shape*, so after a mesh
 of the same shape over other devices it returns a result laid out on the old devices;
 ``evicting`` keeps only the last jitted function, so a call like an earlier one compiles again;
-``no_max_shift`` overflows for large rows; ``eager`` computes outside ``jax.jit``.
+``trusts_committed`` hands an array already committed anywhere straight to its jitted function,
+which refuses one on a single device or in another memory kind; ``no_max_shift`` overflows for
+large rows; ``eager`` computes outside ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,16 @@ def evicting(x: Any, *, mesh: Mesh) -> jax.Array:
     return _last[1](_checked(x, mesh))
 
 
+def trusts_committed(x: Any, *, mesh: Mesh) -> jax.Array:
+    """Broken: moves only NumPy arrays onto the mesh; a jax.Array committed elsewhere (one device,
+    another memory kind, other devices) goes to the jitted function as it is, which refuses it."""
+    if isinstance(x, jax.Array):
+        if x.shape[0] % mesh.shape["batch"]:
+            raise ValueError(f"{x.shape[0]} rows do not split over the batch axis of {mesh.shape['batch']}")
+        return _jit_for(("trusting", mesh), mesh)(x)
+    return _jit_for(("trusting", mesh), mesh)(_checked(x, mesh))
+
+
 def _no_shift(x: jax.Array) -> jax.Array:
     e = jnp.exp(x)
     return e / jnp.sum(e, axis=-1, keepdims=True)
@@ -99,7 +111,16 @@ def oracle(x: np.ndarray) -> np.ndarray:
 
 CONTRACT = Contract(
     name="row softmax",
-    arguments=[Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,))],
+    # x may come from anywhere: NumPy, uncommitted, one device, other devices, another memory kind.
+    arguments=[
+        Argument(
+            "x",
+            rank=2,
+            dtypes=("float32",),
+            layouts=(ROWS,),
+            placements=("layouts", "numpy", "uncommitted", "device", "elsewhere", "memory-kinds"),
+        )
+    ],
     mesh_axes=("batch",),
     out=ROWS,
     oracle=oracle,

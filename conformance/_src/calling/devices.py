@@ -92,3 +92,17 @@ def _backend_failure(exc: BaseException) -> str:
             f"unset JAX_PLATFORMS to test on forced CPU devices"
         )
     return f"JAX's backend could not start: {reason}"
+
+
+def other_memory_kinds() -> tuple[str, ...]:
+    """The memory kinds the first device offers besides its default one (on CPU: ``pinned_host``
+    and ``unpinned_host``), in a fixed order; the default one alone where it offers no other."""
+    import jax
+
+    device = jax.devices()[0]
+    try:
+        default = device.default_memory().kind
+        kinds = sorted({m.kind for m in device.addressable_memories()} - {default})
+    except Exception:  # noqa: BLE001 -- a backend without memory kinds: its default one
+        return ("device",)
+    return tuple(kinds) or (default,)

@@ -123,7 +123,7 @@ def _memory_kinds_jax_cannot_spread() -> frozenset[str]:
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
-    from conformance._src.inputs.case import other_memory_kinds
+    from conformance._src.calling.devices import other_memory_kinds
 
     devices = jax.local_devices()
     if len(devices) < 2:

@@ -262,15 +262,13 @@ class Contract:
         for arg in self.arguments:
             for k, spec in enumerate(arg.layouts):
                 self._axes_known(spec, f"Argument({arg.name!r}).layouts[{k}]")
-            if self.mesh == MESH_FROM_INPUTS and set(arg.placements) - {
-                "layouts",
-                "elsewhere",
-                "memory-kinds",
-            }:
+            if self.mesh == MESH_FROM_INPUTS and set(arg.placements) - {"layouts", "memory-kinds"}:
                 raise ContractError(
                     f"Argument({arg.name!r}).placements",
                     arg.placements,
-                    "a NumPy array carries no mesh: with mesh='inputs' every argument comes committed",
+                    "a NumPy array carries no mesh: with mesh='inputs' each argument comes committed to "
+                    "one of its layouts over the mesh it brings ('layouts', 'memory-kinds'), never "
+                    "NumPy, uncommitted, on one device or elsewhere",
                 )
         import jax
 

@@ -1,10 +1,11 @@
 """The inputs of a declared contract: calls, histories of calls, and inputs that must raise.
 
 A ``Call`` is one call of the function: a mesh, each argument's host values and placement
-(committed with one of its layouts over the mesh, or a NumPy array).  It makes fresh arrays on
-each ``arguments()`` (a donating function deletes them), names itself in words, and has a
-``key``: what a correct jit compiles once for (the mesh's devices and axes, each argument's
-shape, dtype and placement).  Strategies are built from the library's (meshes, values).
+(``Placed``: committed with one of its layouts over the mesh, a NumPy array, or any other kind
+its ``Argument.placements`` names).  It makes fresh arrays on each ``arguments()`` (a donating
+function deletes them), names itself in words, and has a ``key``: what a correct jit compiles
+once for (the mesh's devices and axes, each argument's shape, dtype and placement).  Strategies
+are built from the library's (meshes, values).
 """
 
 from __future__ import annotations
@@ -19,11 +20,72 @@ from hypothesis import assume
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from conformance._src.calling.devices import other_memory_kinds
 from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, Argument, Contract
 from conformance._src.library.show import mesh_text
 from conformance._src.library.strategies import meshes, values
 
-Placement = str | PartitionSpec  # NUMPY, or a layout over the call's mesh
+LAYOUTS, UNCOMMITTED, DEVICE, ELSEWHERE, MEMORY = (
+    "layouts",
+    "uncommitted",
+    "device",
+    "elsewhere",
+    "memory-kinds",
+)
+# The kinds a run of several processes gives: each process holds its part of one global array
+# (or the same NumPy values); an array on one process's device, or uncommitted on each, is none.
+ACROSS_PROCESSES = (LAYOUTS, NUMPY, ELSEWHERE, MEMORY)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where one argument of a call comes from: one of ``Argument.placements``' kinds.
+
+    ``layouts``: committed to ``spec`` over the call's mesh; ``numpy``; ``uncommitted``: a
+    ``jax.Array`` on the default device, not committed; ``device``: committed to device
+    ``ids[0]``; ``elsewhere``: committed to ``spec`` over the mesh of devices ``ids`` (the call's
+    mesh's shape and axes over other devices, or the same ones in another order);
+    ``memory-kinds``: ``spec`` over the call's mesh, in memory kind ``memory``.
+    """
+
+    kind: str
+    spec: PartitionSpec | None = None
+    ids: tuple[int, ...] = ()
+    memory: str | None = None
+
+    def make(self, host: np.ndarray, mesh: Mesh) -> Any:
+        """A fresh argument of ``host``'s values, placed so."""
+        if self.kind == NUMPY:
+            return np.array(host)
+        if self.kind == UNCOMMITTED:
+            return jax.device_put(np.array(host))
+        by_id = {int(d.id): d for d in jax.devices()}
+        if self.kind == DEVICE:
+            return jax.device_put(np.array(host), by_id[self.ids[0]])
+        assert self.spec is not None, self
+        if self.kind == ELSEWHERE:
+            devices = np.array([by_id[i] for i in self.ids]).reshape(mesh.devices.shape)
+            mesh = Mesh(devices, mesh.axis_names)
+        sharding = NamedSharding(mesh, self.spec)
+        if self.kind == MEMORY and self.memory is not None:
+            sharding = sharding.with_memory_kind(self.memory)
+        return _committed(host, sharding)
+
+    def describe(self, mesh: Mesh) -> str:
+        if self.kind == NUMPY:
+            return "a NumPy array"
+        if self.kind == UNCOMMITTED:
+            return "an uncommitted jax.Array (on the default device)"
+        if self.kind == DEVICE:
+            return f"committed to device {self.ids[0]} alone"
+        if self.kind == ELSEWHERE:
+            devices = np.array(self.ids).reshape(mesh.devices.shape).tolist()
+            same = set(self.ids) == {int(d.id) for d in mesh.devices.flat}
+            where = "the same devices in another order" if same else "other devices"
+            return f"committed to {self.spec} over {where}, mesh_from_ids({devices}, {mesh.axis_names})"
+        if self.kind == MEMORY:
+            return f"committed to {self.spec}, in memory kind {self.memory!r}"
+        return f"committed to {self.spec}"
 
 
 @dataclass(frozen=True)
@@ -31,17 +93,11 @@ class Call:
     contract: Contract
     mesh: Mesh
     hosts: tuple[np.ndarray, ...]
-    placements: tuple[Placement, ...]
+    placements: tuple[Placed, ...]
 
     def arguments(self) -> list[Any]:
-        """Fresh arguments as placed: NumPy copies, or arrays committed to their layout."""
-        made: list[Any] = []
-        for host, placement in zip(self.hosts, self.placements, strict=True):
-            if isinstance(placement, PartitionSpec):
-                made.append(_committed(host, NamedSharding(self.mesh, placement)))
-            else:
-                made.append(np.array(host))
-        return made
+        """Fresh arguments, each placed as drawn (``Placed``)."""
+        return [p.make(h, self.mesh) for h, p in zip(self.hosts, self.placements, strict=True)]
 
     def keywords(self) -> dict[str, Any]:
         kwargs = dict(self.contract.keywords)
@@ -55,14 +111,13 @@ class Call:
             ids,
             self.mesh.axis_names,
             tuple(self.mesh.devices.shape),
-            tuple((h.shape, h.dtype.name, str(p)) for h, p in zip(self.hosts, self.placements, strict=True)),
+            tuple((h.shape, h.dtype.name, p) for h, p in zip(self.hosts, self.placements, strict=True)),
         )
 
     def describe(self) -> str:
         parts = []
         for arg, host, placement in zip(self.contract.arguments, self.hosts, self.placements, strict=True):
-            where = "a NumPy array" if placement == NUMPY else f"committed to {placement}"
-            parts.append(f"{arg.name}: {host.dtype.name}{list(host.shape)} {where}")
+            parts.append(f"{arg.name}: {host.dtype.name}{list(host.shape)} {placement.describe(self.mesh)}")
         return f"{'; '.join(parts)}; mesh {mesh_text(self.mesh)}"
 
     def values_text(self) -> str:
@@ -175,24 +230,61 @@ def forms(
     return Form(tuple(shapes), tuple(dtypes))
 
 
-def _placements(arg: Argument, mesh: Mesh, shape: tuple[int, ...], *, first_raw: bool) -> list[Placement]:
-    options: list[Placement] = []
-    if "layouts" in arg.placements and not first_raw:
-        options += [s for s in arg.layouts if divides(s, mesh, shape)]
-    if NUMPY in arg.placements:
-        options.append(NUMPY)
-    return options
+def _kinds(arg: Argument, mesh: Mesh, shape: tuple[int, ...], *, first_raw: bool) -> list[str]:
+    """The placement kinds ``arg`` may come in here: a layout that does not divide the shape can
+    come only as NumPy; ``elsewhere`` needs other devices or another order of them."""
+    layouts = [s for s in arg.layouts if divides(s, mesh, shape)]
+    kinds = [
+        k
+        for k in arg.placements
+        if k in (NUMPY, UNCOMMITTED, DEVICE)
+        or (layouts and not first_raw and (k != ELSEWHERE or len(jax.devices()) > 1))
+    ]
+    if first_raw:
+        kinds = [k for k in kinds if k == NUMPY]
+    if jax.process_count() > 1:
+        kinds = [k for k in kinds if k in ACROSS_PROCESSES]
+    return kinds
+
+
+@st.composite
+def _placed(draw: st.DrawFn, kind: str, arg: Argument, mesh: Mesh, shape: tuple[int, ...]) -> Placed:
+    if kind in (NUMPY, UNCOMMITTED):
+        return Placed(kind)
+    if kind == DEVICE:
+        return Placed(kind, ids=(int(draw(st.sampled_from(jax.devices())).id),))
+    spec = draw(st.sampled_from([s for s in arg.layouts if divides(s, mesh, shape)]))
+    if kind == MEMORY:
+        return Placed(kind, spec, memory=draw(st.sampled_from(other_memory_kinds())))
+    if kind == ELSEWHERE:
+        own = [int(d.id) for d in mesh.devices.flat]
+        every = [int(d.id) for d in jax.devices()] if jax.process_count() == 1 else own
+        ids = [int(i) for i in draw(st.permutations(every))][: len(own)]
+        if ids == own:  # never the call's own mesh: another device, or the same ones in another order
+            ids = ids[1:] + ids[:1] if len(own) > 1 else [next(i for i in every if i != own[0])]
+        return Placed(kind, spec, ids=tuple(ids))
+    return Placed(LAYOUTS, spec)
 
 
 @st.composite
 def calls_of(
-    draw: st.DrawFn, contract: Contract, mesh: Mesh, form: Form, *, indivisible: bool = False
+    draw: st.DrawFn,
+    contract: Contract,
+    mesh: Mesh,
+    form: Form,
+    *,
+    indivisible: bool = False,
+    placement: str | None = None,
 ) -> Call:
+    """A call on ``mesh`` of ``form``: each argument's values, and its placement drawn from the
+    kinds it may come in (``placement``: the first argument's, where it may come so)."""
     hosts, placements = [], []
     for k, (arg, shape, dtype) in enumerate(zip(contract.arguments, form.shapes, form.dtypes, strict=True)):
-        options = _placements(arg, mesh, shape, first_raw=indivisible and k == 0)
-        assume(options)
-        placements.append(draw(st.sampled_from(options)))
+        kinds = _kinds(arg, mesh, shape, first_raw=indivisible and k == 0)
+        if k == 0 and placement is not None and placement in kinds:
+            kinds = [placement]
+        assume(kinds)
+        placements.append(draw(_placed(draw(st.sampled_from(kinds)), arg, mesh, shape)))
         hosts.append(draw(_host(arg, dtype, shape)))
     return Call(contract, mesh, tuple(hosts), tuple(placements))
 
@@ -206,12 +298,15 @@ def mesh_strategy(contract: Contract) -> st.SearchStrategy[Mesh]:
 
 
 @st.composite
-def calls(draw: st.DrawFn, contract: Contract, dtype: str | None = None) -> Call:
+def calls(
+    draw: st.DrawFn, contract: Contract, dtype: str | None = None, placement: str | None = None
+) -> Call:
     """One call of the contract's domain: a mesh, shapes the layouts divide, dtypes, placements
-    (``dtype``: the first argument's, else any of its dtypes)."""
+    (``dtype``: the first argument's, else any of its dtypes; ``placement``: the first argument's
+    kind, else any it may come in)."""
     mesh = draw(mesh_strategy(contract))
     form = draw(forms(contract, [mesh], dtype=dtype))
-    return draw(calls_of(contract, mesh, form))
+    return draw(calls_of(contract, mesh, form, placement=placement))
 
 
 @st.composite
@@ -233,7 +328,12 @@ class History:
 
 @st.composite
 def histories(
-    draw: st.DrawFn, contract: Contract, dtype: str | None = None, *, max_calls: int = 8
+    draw: st.DrawFn,
+    contract: Contract,
+    dtype: str | None = None,
+    placement: str | None = None,
+    *,
+    max_calls: int = 8,
 ) -> History:
     """Calls in an order Hypothesis searches and shrinks: over up to 3 meshes (any devices, any
     order, often alike in shape) and up to 2 forms, each step one of them, with fresh values;
@@ -247,5 +347,5 @@ def histories(
             max_size=max_calls,
         )
     )
-    made = [draw(calls_of(contract, mesh_list[m], form_list[f])) for m, f in steps]
+    made = [draw(calls_of(contract, mesh_list[m], form_list[f], placement=placement)) for m, f in steps]
     return History(tuple(made))

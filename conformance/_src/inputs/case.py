@@ -135,18 +135,6 @@ def describe_placement(placement: Placement) -> str:
     return f"committed {placement[2]} over devices {list(placement[1])}"
 
 
-def other_memory_kinds() -> tuple[str, ...]:
-    """The memory kinds the first device offers besides its default one (on CPU: ``pinned_host``
-    and ``unpinned_host``), in a fixed order; the default one alone where it offers no other."""
-    device = jax.devices()[0]
-    try:
-        default = device.default_memory().kind
-        kinds = sorted({m.kind for m in device.addressable_memories()} - {default})
-    except Exception:  # noqa: BLE001 -- a backend without memory kinds: its default one
-        return ("device",)
-    return tuple(kinds) or (default,)
-
-
 def make_input(case: Case) -> Any:
     """The ``x`` to pass: fresh each time, so one call cannot spoil another."""
     if jax.process_count() > 1:  # every placement class, as each process can hold it

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from conformance._src.calling.devices import other_memory_kinds
 from conformance._src.declared.contract import Contract
 from conformance._src.declared.terms import DATA_AXIS, data_axis_size, dtypes_in_domain, named
 from conformance._src.inputs import coverage
@@ -26,7 +27,6 @@ from conformance._src.inputs.case import (
     Case,
     MeshArg,
     Placement,
-    other_memory_kinds,
 )
 from conformance._src.inputs.coverage import (
     DATA_POSITIONS,

@@ -8,6 +8,7 @@ in this contract raises ``NotApplicable`` saying why.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import jax
@@ -121,7 +122,7 @@ def fn_values(kit: DeclaredKit, _: None) -> int:
         _, result = kit.result(call)
         judge_values(kit, call, result)
 
-    return kit.search(lambda d: draw.calls(kit.contract, d), body)
+    return kit.search(partial(draw.calls, kit.contract), body)
 
 
 @check("fn.dtype", "each result keeps the dtype the contract's rule gives", declared=True)
@@ -141,7 +142,7 @@ def fn_dtype(kit: DeclaredKit, _: None) -> int:
                     hint="compute in the input's dtype, or declare the rule (Contract(dtype=...))",
                 )
 
-    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.5)
+    return kit.search(partial(draw.calls, kit.contract), body, share=0.5)
 
 
 @check("fn.layout", "each result is laid out as the contract's out spec says, shard by shard", declared=True)
@@ -150,7 +151,7 @@ def fn_layout(kit: DeclaredKit, _: None) -> int:
         _, result = kit.result(call)
         judge_layout(kit, call, result)
 
-    return kit.search(lambda d: draw.calls(kit.contract, d), body)
+    return kit.search(partial(draw.calls, kit.contract), body)
 
 
 @check("fn.jit", "each result came out of jax.jit with the contract's out shardings", declared=True)
@@ -169,7 +170,7 @@ def fn_jit(kit: DeclaredKit, _: None) -> int:
         if outcome.error is not None:
             kit.fail_raised(call, outcome.error)
 
-    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.5)
+    return kit.search(partial(draw.calls, kit.contract), body, share=0.5)
 
 
 @check("fn.input-intact", "the caller's arguments are neither deleted nor changed by a call", declared=True)
@@ -178,7 +179,7 @@ def fn_input_intact(kit: DeclaredKit, _: None) -> int:
         args, _ = kit.result(call)
         judge_intact(kit, call, args)
 
-    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.5)
+    return kit.search(partial(draw.calls, kit.contract), body, share=0.5)
 
 
 @check(
@@ -205,7 +206,7 @@ def fn_global_state(kit: DeclaredKit, _: None) -> int:
                     "never jax.config.update inside the function",
                 )
 
-    return kit.search(lambda d: draw.calls(kit.contract, d), body, share=0.25)
+    return kit.search(partial(draw.calls, kit.contract), body, share=0.25)
 
 
 @check("fn.raises", "an input the layouts do not divide raises the contract's error", declared=True)
@@ -243,7 +244,7 @@ def fn_raises(kit: DeclaredKit, _: None) -> int:
                 hint=f"raise {error_type.__name__} yourself, before JAX raises its own",
             )
 
-    return kit.search(lambda d: draw.raising_calls(contract, d), body, share=0.5)
+    return kit.search(partial(draw.raising_calls, contract), body, share=0.5, by_placement=False)
 
 
 @check(
@@ -262,7 +263,7 @@ def fn_histories(kit: DeclaredKit, _: None) -> int:
             judge_layout(kit, call, result)
             judge_intact(kit, call, args)
 
-    return kit.search(lambda d: draw.histories(kit.contract, d), body)
+    return kit.search(partial(draw.histories, kit.contract), body)
 
 
 @check(
@@ -291,4 +292,4 @@ def fn_compile_once(kit: DeclaredKit, _: None) -> int:
                 )
             seen.add(key)
 
-    return kit.search(lambda d: draw.histories(kit.contract, d), body)
+    return kit.search(partial(draw.histories, kit.contract), body)

@@ -92,7 +92,7 @@ class DeclaredKit:
             call,
             expected="a result",
             got=messages.one_line(f"{type(error).__name__}: {error}"),
-            hint=f"every input of the contract's domain must give a result ({self.contract.name})",
+            hint=_hint_for_raised(call, error),
         )
 
     # -- failures ------------------------------------------------------------------
@@ -125,24 +125,29 @@ class DeclaredKit:
     # -- running checks ------------------------------------------------------------
     def search(
         self,
-        strategy: Callable[[str | None], st.SearchStrategy[Any]],
+        strategy: Callable[..., st.SearchStrategy[Any]],
         body: Callable[[Any], None],
         *,
         share: float = 1.0,
+        by_placement: bool = True,
     ) -> int:
-        """Run ``body`` on examples of ``strategy(dtype)``, the shrunk failure raised; return the count.
+        """Run ``body`` on examples of ``strategy``, the shrunk failure raised; return the count.
 
-        First one example of each of the first argument's dtypes (``strategy(name)``): every dtype
-        of the contract is judged in every run, by construction; then the profile's examples of
-        ``strategy(None)``, any dtype.
+        First one example of each of the first argument's dtypes (``strategy(dtype=name)``) and,
+        where ``by_placement``, of each placement kind it may come in
+        (``strategy(placement=kind)``): every dtype and placement of the contract is judged in
+        every run, by construction; then the profile's examples of ``strategy()``, any of them.
         """
-        dtypes = self.contract.first.dtypes
+        first = self.contract.first
         count = 0
-        if len(dtypes) > 1:
-            for name in dtypes:
-                count += self._search(strategy(name), body, examples=1, salt=name)
+        if len(first.dtypes) > 1:
+            for name in first.dtypes:
+                count += self._search(strategy(dtype=name), body, examples=1, salt=name)
+        if by_placement and len(first.placements) > 1:
+            for kind in first.placements:
+                count += self._search(strategy(placement=kind), body, examples=1, salt=kind)
         examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
-        return count + self._search(strategy(None), body, examples=examples, salt="")
+        return count + self._search(strategy(), body, examples=examples, salt="")
 
     def _search(
         self, strategy: st.SearchStrategy[Any], body: Callable[[Any], None], *, examples: int, salt: str
@@ -219,3 +224,21 @@ class DeclaredKit:
             record.calls = stats.calls - calls
             record.compiles = stats.compiles - compiles
             record.seconds_in_impl = stats.seconds_in_impl - in_impl
+
+
+def _hint_for_raised(call: Call, error: BaseException) -> str:
+    """The hint for a function that raised on a call of its contract's domain."""
+    said = str(error).lower()
+    placed = [
+        (arg.name, p)
+        for arg, p in zip(call.contract.arguments, call.placements, strict=True)
+        if p.kind not in ("layouts", "numpy")
+    ]
+    if placed and any(w in said for w in ("device", "sharding", "memory", "committed")):
+        name, where = placed[0]
+        return (
+            f"{name} was {where.describe(call.mesh)}: an argument placed anywhere its contract "
+            f"allows must be accepted; jax.device_put({name}, NamedSharding(mesh, layout)) moves it "
+            f"before the jitted call"
+        )
+    return f"every input of the contract's domain must give a result ({call.contract.name})"

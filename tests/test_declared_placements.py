@@ -1,0 +1,110 @@
+"""Declared contracts' placements: every kind an ``Argument`` names reaches the function, made as
+it says, and every run gives the first argument in each of its kinds (``DeclaredKit.search``)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from conformance._src.calling.devices import other_memory_kinds
+from conformance._src.declared import draw
+from conformance.contracts import Argument, Contract, ContractError
+
+ROWS = P("data", None)
+EVERY = ("layouts", "numpy", "uncommitted", "device", "elsewhere", "memory-kinds")
+# How a failure block names each kind.
+WORDS = {
+    "layouts": "committed to P(",
+    "numpy": "a NumPy array",
+    "uncommitted": "an uncommitted jax.Array",
+    "device": "committed to device",
+    "elsewhere": "mesh_from_ids(",
+    "memory-kinds": "in memory kind",
+}
+
+
+def _contract(placements: tuple[str, ...] = EVERY, *, mesh: str = "keyword") -> Contract:
+    return Contract(
+        name="identity",
+        arguments=[Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=placements)],
+        mesh_axes=("data",),
+        mesh=mesh,
+        out=ROWS,
+        oracle=lambda x: x,
+    )
+
+
+def _kind_of(arg: object, call: draw.Call) -> str:
+    """The placement kind an argument was made in, read from the array itself."""
+    if isinstance(arg, np.ndarray):
+        return "numpy"
+    assert isinstance(arg, jax.Array)
+    if not arg.committed:
+        return "uncommitted"
+    sharding = arg.sharding
+    if not isinstance(sharding, NamedSharding):
+        return "device"
+    if sharding.memory_kind not in (None, jax.devices()[0].default_memory().kind):
+        return "memory-kinds"
+    if list(sharding.mesh.devices.flat) != list(call.mesh.devices.flat):
+        return "elsewhere"
+    return "layouts"
+
+
+@pytest.mark.parametrize("kind", EVERY)
+def test_each_kind_is_made_as_it_says(kind: str) -> None:
+    contract = _contract()
+
+    @settings(max_examples=15, deadline=None, database=None)
+    @given(st.data())
+    def one(data: st.DataObject) -> None:
+        call = data.draw(draw.calls(contract, placement=kind))
+        placed = call.placements[0]
+        assert placed.kind == kind
+        (arg,) = call.arguments()
+        assert _kind_of(arg, call) == kind, (placed, call.describe())
+        np.testing.assert_array_equal(np.asarray(arg), call.hosts[0])
+        if kind == "elsewhere":
+            assert placed.ids != tuple(int(d.id) for d in call.mesh.devices.flat)
+        if kind == "memory-kinds":
+            assert arg.sharding.memory_kind in other_memory_kinds()
+        assert WORDS[kind] in call.describe().split("; mesh ")[0]
+
+    one()
+
+
+def test_the_default_placements_draw_only_layouts_and_numpy() -> None:
+    contract = _contract(("layouts", "numpy"))
+    seen: set[str] = set()
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(draw.calls(contract))
+    def one(call: draw.Call) -> None:
+        seen.add(call.placements[0].kind)
+
+    one()
+    assert seen == {"layouts", "numpy"}
+
+
+def test_the_same_placement_is_the_same_key_and_another_is_not() -> None:
+    contract = _contract()
+    mesh = jax.make_mesh((2,), ("data",), devices=jax.devices()[:2])
+    form = draw.Form(((4, 3),), ("float32",))
+    host = (np.zeros((4, 3), np.float32),)
+    one = draw.Call(contract, mesh, host, (draw.Placed("elsewhere", ROWS, ids=(3, 5)),))
+    again = draw.Call(contract, mesh, host, (draw.Placed("elsewhere", ROWS, ids=(3, 5)),))
+    other = draw.Call(contract, mesh, host, (draw.Placed("elsewhere", ROWS, ids=(5, 3)),))
+    assert one.key() == again.key() != other.key()
+    assert form.shapes[0] == host[0].shape
+
+
+def test_mesh_from_inputs_takes_only_committed_layouts() -> None:
+    assert _contract(("layouts", "memory-kinds"), mesh="inputs").mesh == "inputs"
+    for kind in ("numpy", "uncommitted", "device", "elsewhere"):
+        with pytest.raises(ContractError, match=r"^Argument\('x'\)\.placements="):
+            _contract(("layouts", kind), mesh="inputs")
