@@ -289,31 +289,51 @@ def calls_of(
     return Call(contract, mesh, tuple(hosts), tuple(placements))
 
 
-def mesh_strategy(contract: Contract) -> st.SearchStrategy[Mesh]:
-    """Meshes with the contract's axes over any devices in any order; across processes, over every
-    device (each process takes part in every call), in any order and factorisation."""
-    if jax.process_count() > 1:
-        return meshes(with_axes=contract.mesh_axes, min_size=len(jax.devices()))
-    return meshes(with_axes=contract.mesh_axes)
+# Meshes by class, each given in every run (DeclaredKit.search): one device; exactly the
+# contract's axes over several devices; the contract's axes and one more, every axis of 2 or more
+# devices (the extra one replicates).
+MESH_KINDS = ("one-device", "contract-axes", "extra-axis")
+
+
+def mesh_strategy(contract: Contract, kind: str | None = None) -> st.SearchStrategy[Mesh]:
+    """Meshes with the contract's axes over any devices in any order (``kind``: of that class of
+    ``MESH_KINDS``, where there are devices for it); across processes, over every device (each
+    process takes part in every call), in any order and factorisation."""
+    axes, every = contract.mesh_axes, len(jax.devices())
+    least = every if jax.process_count() > 1 else 1
+    if kind == "one-device" and least == 1:
+        return meshes(with_axes=axes, max_size=1)
+    if kind == "contract-axes" and every >= 2:
+        return meshes(axis_names=axes, min_size=max(least, 2))
+    if kind == "extra-axis" and every >= 2 ** (len(axes) + 1):
+        return meshes(with_axes=axes, ndims=len(axes) + 1, min_axis_size=2, min_size=least)
+    return meshes(with_axes=axes, min_size=least)
 
 
 @st.composite
 def calls(
-    draw: st.DrawFn, contract: Contract, dtype: str | None = None, placement: str | None = None
+    draw: st.DrawFn,
+    contract: Contract,
+    dtype: str | None = None,
+    placement: str | None = None,
+    mesh_kind: str | None = None,
 ) -> Call:
     """One call of the contract's domain: a mesh, shapes the layouts divide, dtypes, placements
     (``dtype``: the first argument's, else any of its dtypes; ``placement``: the first argument's
-    kind, else any it may come in)."""
-    mesh = draw(mesh_strategy(contract))
+    kind, else any it may come in; ``mesh_kind``: the mesh's class, else any mesh)."""
+    mesh = draw(mesh_strategy(contract, mesh_kind))
     form = draw(forms(contract, [mesh], dtype=dtype))
     return draw(calls_of(contract, mesh, form, placement=placement))
 
 
 @st.composite
-def raising_calls(draw: st.DrawFn, contract: Contract, dtype: str | None = None) -> Call:
+def raising_calls(
+    draw: st.DrawFn, contract: Contract, dtype: str | None = None, mesh_kind: str | None = None
+) -> Call:
     """A call whose first argument has a side that its first layout's parts do not divide
-    (given as a NumPy array: JAX cannot commit it to that layout)."""
-    mesh = draw(mesh_strategy(contract))
+    (given as a NumPy array: JAX cannot commit it to that layout); never on one device, which
+    splits nothing."""
+    mesh = draw(mesh_strategy(contract, None if mesh_kind == "one-device" else mesh_kind))
     form = draw(forms(contract, [mesh], indivisible=True, dtype=dtype))
     return draw(calls_of(contract, mesh, form, indivisible=True))
 
@@ -332,13 +352,16 @@ def histories(
     contract: Contract,
     dtype: str | None = None,
     placement: str | None = None,
+    mesh_kind: str | None = None,
     *,
     max_calls: int = 8,
 ) -> History:
     """Calls in an order Hypothesis searches and shrinks: over up to 3 meshes (any devices, any
-    order, often alike in shape) and up to 2 forms, each step one of them, with fresh values;
-    keys come back, after others and in a row."""
-    mesh_list = draw(st.lists(mesh_strategy(contract), min_size=1, max_size=3, unique_by=lambda m: id(m)))
+    order, often alike in shape; ``mesh_kind``: all of that class) and up to 2 forms, each step
+    one of them, with fresh values; keys come back, after others and in a row."""
+    mesh_list = draw(
+        st.lists(mesh_strategy(contract, mesh_kind), min_size=1, max_size=3, unique_by=lambda m: id(m))
+    )
     form_list = draw(st.lists(forms(contract, mesh_list, dtype=dtype), min_size=1, max_size=2))
     steps = draw(
         st.lists(

@@ -30,7 +30,7 @@ from conformance._src.calling.distributed import Cluster
 from conformance._src.contract import messages
 from conformance._src.contract.catalogue import CHECKS, CheckFailure
 from conformance._src.declared.contract import Contract
-from conformance._src.declared.draw import Call
+from conformance._src.declared.draw import MESH_KINDS, Call
 from conformance._src.running import explore
 from conformance._src.verdict import CheckVerdict, Status
 
@@ -133,19 +133,22 @@ class DeclaredKit:
     ) -> int:
         """Run ``body`` on examples of ``strategy``, the shrunk failure raised; return the count.
 
-        First one example of each of the first argument's dtypes (``strategy(dtype=name)``) and,
-        where ``by_placement``, of each placement kind it may come in
-        (``strategy(placement=kind)``): every dtype and placement of the contract is judged in
-        every run, by construction; then the profile's examples of ``strategy()``, any of them.
+        First one example of each class, by construction: each of the first argument's dtypes
+        (``strategy(dtype=name)``), where ``by_placement`` each placement kind it may come in
+        (``strategy(placement=kind)``), and each mesh class (``strategy(mesh_kind=kind)``,
+        draw.MESH_KINDS); then the profile's examples of ``strategy()``, any of them.
         """
         first = self.contract.first
-        count = 0
+        cells: list[dict[str, str]] = []
         if len(first.dtypes) > 1:
-            for name in first.dtypes:
-                count += self._search(strategy(dtype=name), body, examples=1, salt=name)
+            cells += [{"dtype": name} for name in first.dtypes]
         if by_placement and len(first.placements) > 1:
-            for kind in first.placements:
-                count += self._search(strategy(placement=kind), body, examples=1, salt=kind)
+            cells += [{"placement": kind} for kind in first.placements]
+        cells += [{"mesh_kind": kind} for kind in MESH_KINDS]
+        count = 0
+        for cell in cells:
+            salt = ",".join(cell.values())
+            count += self._search(strategy(**cell), body, examples=1, salt=salt)
         examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
         return count + self._search(strategy(), body, examples=examples, salt="")
 

@@ -1,5 +1,6 @@
-"""Declared contracts' placements: every kind an ``Argument`` names reaches the function, made as
-it says, and every run gives the first argument in each of its kinds (``DeclaredKit.search``)."""
+"""Declared contracts' classes of inputs: every placement kind an ``Argument`` names reaches the
+function, made as it says, and so does every mesh class; every run gives one example of each
+(``DeclaredKit.search``)."""
 
 from __future__ import annotations
 
@@ -108,3 +109,50 @@ def test_mesh_from_inputs_takes_only_committed_layouts() -> None:
     for kind in ("numpy", "uncommitted", "device", "elsewhere"):
         with pytest.raises(ContractError, match=r"^Argument\('x'\)\.placements="):
             _contract(("layouts", kind), mesh="inputs")
+
+
+@pytest.mark.parametrize("kind", ["one-device", "contract-axes", "extra-axis"])
+def test_each_mesh_class_is_what_it_says(kind: str) -> None:
+    contract = _contract()
+
+    @settings(max_examples=15, deadline=None, database=None)
+    @given(draw.calls(contract, mesh_kind=kind))
+    def one(call: draw.Call) -> None:
+        mesh = call.mesh
+        assert "data" in mesh.axis_names
+        if kind == "one-device":
+            assert mesh.devices.size == 1
+        elif kind == "contract-axes":
+            assert mesh.axis_names == ("data",) and mesh.devices.size >= 2
+        else:
+            assert len(mesh.axis_names) == 2 and min(mesh.devices.shape) >= 2
+
+    one()
+
+
+def test_every_search_starts_with_one_example_of_each_class() -> None:
+    from conformance._src.running.declared_kit import DeclaredKit
+
+    asked: list[dict[str, str]] = []
+
+    class Kit(DeclaredKit):
+        def _search(self, strategy: object, body: object, *, examples: int, salt: str) -> int:
+            return 1
+
+    def strategy(**cell: str) -> object:
+        asked.append(cell)
+        return None
+
+    contract = _contract(("layouts", "numpy", "device"))
+    kit = Kit.__new__(Kit)
+    kit.contract, kit.profile = contract, "default"
+    assert kit.search(strategy, lambda _: None) == 7
+    assert asked == [
+        {"placement": "layouts"},
+        {"placement": "numpy"},
+        {"placement": "device"},
+        {"mesh_kind": "one-device"},
+        {"mesh_kind": "contract-axes"},
+        {"mesh_kind": "extra-axis"},
+        {},
+    ]
