@@ -15,6 +15,8 @@ from conformance._src.inputs import coverage
 from conformance._src.inputs.case import NUMPY_FORMS, Case, decode, encode, make_input, may_refuse, parse
 from conformance._src.inputs.coverage import LENGTHS, MESHES, PLACEMENTS, Axes, Cell, cell_of
 from conformance._src.inputs.schedule import Schedule
+from conformance._src.library.dtypes import carrier
+from conformance._src.library.strategies import EDGE_ROOM
 
 DEVICES = 8
 FULL_CELLS = Axes().cells(named("full"), devices=DEVICES)
@@ -74,6 +76,23 @@ def test_a_narrowed_domain_meets_each_narrowed_value_with_every_value_of_the_oth
             assert {(g[i], g[j]) for g in groups} == {(u, v) for u in values[i] for v in values[j]}, (i, j)
     inside = {g for g in full if all(g[i] in values[i] for i in range(3))}
     assert inside <= groups  # the design's own groups first: their compiles are shared
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_check_of_values_meets_every_edge_value_of_each_dtype_on_each_mesh_kind(seed: int) -> None:
+    """By construction, not by chance: values.float32 judges float32 on every mesh kind in a
+    length whose schedule values hold every edge (the largest float whose double is finite, ...),
+    so a sum over a 2-D mesh's replicas that overflows near the maximum is met every run."""
+    schedule = Schedule(seed)
+    for axes in (Axes(dtypes=("float32",)), Axes(dtypes=("float16", "int8"))):
+        cells = axes.cells(named("full"), devices=DEVICES, seed=seed)
+        for dtype, mesh in {(c.dtype, c.mesh) for c in cells}:
+            roomy = [c for c in cells if (c.dtype, c.mesh) == (dtype, mesh) and c.length in coverage.ROOMY]
+            assert roomy, (dtype, mesh)
+            values = schedule.case(roomy[0]).values
+            edges = carrier(values.dtype).edges
+            assert values.size >= EDGE_ROOM * edges.size
+            assert set(edges.tolist()) <= set(values.view(edges.dtype).tolist()), (dtype, mesh)
 
 
 def test_mesh_kinds_that_need_more_devices_leave_the_cells_on_fewer() -> None:

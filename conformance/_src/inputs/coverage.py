@@ -49,6 +49,9 @@ LENGTHS = ("empty", "short", "medium", "long")
 SHORT_MAX = 64
 MEDIUM_MAX = 4096
 LONG_MAX = 2**20 + 7  # 2**20 + 1 rounded up to a multiple of a data axis of up to 8 devices
+# The length classes whose every length (120 and up) has room for every edge value of a dtype
+# (30 at most), strategies.EDGE_ROOM times over: strategies.values_from puts each one in it.
+ROOMY = ("medium", "long")
 
 # Devices a mesh kind needs (those of strategies.meshes(kind=...) as it draws them), and its name
 # in messages.
@@ -262,6 +265,12 @@ def whole_space(contract: Contract, *, devices: int, x64: bool = False) -> tuple
     )
 
 
+def _room(dtype: str, mesh: str) -> tuple[int, str, int, str]:
+    """What ``in_domain`` needs of a check of values: ``dtype`` on ``mesh`` in a ``ROOMY`` length
+    (3 is no axis: it never equals a pair of two axes)."""
+    return (3, dtype, 3, mesh)
+
+
 def _group_pairs(group: Group) -> set[tuple[int, str, int, str]]:
     return {(i, group[i], j, group[j]) for i, j in itertools.combinations(range(3), 2)}
 
@@ -300,7 +309,13 @@ def in_domain(
     its own as it takes that each value of an axis it narrows meets every value of the
     others in it: a check of 2-D meshes judges every dtype and every length on them, a
     check of float32 every mesh kind and every length.  Pairs of two axes it does not
-    narrow are the whole design's to cover (on a 2-D mesh, each dtype meets one length)."""
+    narrow are the whole design's to cover (on a 2-D mesh, each dtype meets one length).
+
+    A domain that narrows the dtypes (a check of values) also meets each of its dtypes on
+    each of its mesh kinds in a length with room for every edge value (``ROOMY``: the
+    schedule's values of such a length hold every one, ``strategies.values_from``).  So a
+    bug of a value on one mesh kind (float32 near its maximum overflowing in a sum over the
+    replicas of a 2-D mesh) meets that value there by construction, not by chance."""
     inside = [g for g in groups if all(g[i] in mine[i] for i in range(3))]
     narrowed = [i for i in range(3) if set(mine[i]) != set(every[i])]
     needed = {
@@ -310,11 +325,18 @@ def in_domain(
         for u in mine[i]
         for v in mine[j]
     }
-    needed -= set().union(*(_group_pairs(g) for g in inside))
+    roomy = [length for length in mine[2] if length in ROOMY]
+    if 0 in narrowed and roomy:
+        needed |= {_room(d, m) for d in mine[0] for m in mine[1]}
+
+    def covers(g: Group) -> set[tuple[int, str, int, str]]:
+        return _group_pairs(g) | ({_room(g[0], g[1])} if g[2] in ROOMY else set())
+
+    needed -= set().union(*(covers(g) for g in inside))
     candidates: list[Group] = sorted(itertools.product(mine[0], mine[1], mine[2]))
     random.Random(f"in-domain/{seed}").shuffle(candidates)
     while needed:
-        best = max(candidates, key=lambda g: len(_group_pairs(g) & needed))
+        best = max(candidates, key=lambda g: len(covers(g) & needed))
         inside.append(best)
-        needed -= _group_pairs(best)
+        needed -= covers(best)
     return inside

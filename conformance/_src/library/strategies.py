@@ -55,6 +55,7 @@ FIRST_AXIS = "data"
 OTHER_AXIS = "model"
 # The mesh kinds of ``meshes(kind=...)``, and the fewest devices each is drawn on.
 KIND_DEVICES = {"1d": 1, "2d": 4, "2d-data1": 2}
+EDGE_ROOM = 4  # a vector of EDGE_ROOM times as many elements as edges holds every edge (background)
 _DRAWN_ELEMENTS = 16  # at most this many elements are drawn one by one, at drawn positions
 _PALETTE = (4, 16)  # with value controls, a background of this many drawn elements (at least, at most)
 
@@ -69,7 +70,10 @@ def background(
     """``length`` integers of ``dtype``, a different value in (nearly) every position.
 
     Uniform over the dtype (or over ``bounds``, inclusive) with ``edges``
-    mixed in at a quarter of the positions.  Past ``TILE`` elements a block
+    mixed in at a quarter of the positions; a vector with room for every edge
+    ``EDGE_ROOM`` times over holds each one, at drawn positions (so a bug
+    of one value, the largest float whose double is finite, meets it in
+    every such vector).  Past ``TILE`` elements a block
     of ``TILE`` (a prime) repeats, so a long vector costs little to make and
     its ``--case`` token stays short, and no power-of-two chunk of it looks
     like another.
@@ -80,6 +84,8 @@ def background(
     out = rng.integers(lo, hi, size=block, dtype=dtype, endpoint=True)
     mixed = rng.random(block) < 0.25
     out[mixed] = rng.choice(edges, size=int(mixed.sum()))
+    if block >= EDGE_ROOM * len(edges):
+        out[rng.choice(block, size=len(edges), replace=False)] = edges
     return np.resize(out, length) if length > block else out
 
 
