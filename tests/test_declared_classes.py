@@ -156,3 +156,20 @@ def test_every_search_starts_with_one_example_of_each_class() -> None:
         {"mesh_kind": "extra-axis"},
         {},
     ]
+
+
+def test_a_mesh_class_the_devices_cannot_make_is_left_out_by_name() -> None:
+    """A run without one of the mesh classes did not judge the whole contract: each check's
+    record says so (its status PARTIAL), with the devices that class needs."""
+    assert len(jax.devices()) == 8
+    assert draw.out_of_reach(_contract()) == []  # one axis and one more, each of 2: 4 devices
+    three = Contract(
+        name="three",
+        arguments=[Argument("x", rank=3, dtypes=("float32",), layouts=(P("a", "b", "c"),))],
+        mesh_axes=("a", "b", "c"),
+        out=P("a", "b", "c"),
+        oracle=lambda x: x,
+    )
+    (line,) = draw.out_of_reach(three)
+    assert line.startswith("inputs on extra-axis meshes (the contract's 3 axes and one more")
+    assert line.endswith("they need 16 devices, there are 8 (--devices 16)")

@@ -120,6 +120,9 @@ def raising(x):
 X = Argument("x", rank=1, dtypes=("float32",), layouts=(P("data"),))
 GOOD = Contract(name="identity", arguments=[X], out=P("data"), oracle=lambda x: x)
 ORACLE_RAISES = Contract(name="identity", arguments=[X], out=P("data"), oracle=raising)
+ORACLE_TREE = Contract(
+    name="identity", arguments=[X], out={"y": P("data"), "n": P()}, oracle=lambda x: {"y": x}
+)
 NOT_A_CONTRACT = 42
 """
 
@@ -162,6 +165,7 @@ E2E_BAD = [
     _bad_contract(
         "oracle-raises", "ORACLE_RAISES", "oracle=raising: raised RuntimeError: the oracle fell over"
     ),
+    _bad_contract("oracle-tree", "ORACLE_TREE", "but out has PyTreeDef({'n': *, 'y': *})"),
     _bad_contract("not-a-contract", "NOT_A_CONTRACT", "is a int, not a conformance.contracts.Contract"),
     _bad_contract("no-such-name", "NOPE", "has no attribute 'NOPE'"),
     _bad_contract(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -223,7 +224,10 @@ def left_out_summary(report: Report) -> str:
     if cells:
         parts.append(f"cells with no judged input: {', '.join(cells)}")
     if devices or meshes:
-        parts.append(f"a forced-CPU run with --devices {DEFAULT_DEVICES} judges them")
+        asked = [
+            int(n) for r in report.ordered() for n in re.findall(r"--devices (\d+)\)", " ".join(r.left_out))
+        ]
+        parts.append(f"a forced-CPU run with --devices {max([DEFAULT_DEVICES, *asked])} judges them")
     return "; ".join(parts)
 
 

@@ -398,18 +398,30 @@ def _shape_of(arg: Argument, first: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def try_oracle(contract: Contract) -> None:
-    """Call the oracle once on small finite inputs: one that raises cannot judge anything."""
+    """Call the oracle once on small finite inputs: one that raises, or whose result is not of
+    ``out``'s pytree structure (one array per spec), cannot judge anything."""
+    import jax
+
     shapes = sample_shapes(contract)
     dtype = np.dtype(contract.first.dtypes[0])
     args = [np.linspace(-1.0, 1.0, num=int(np.prod(s))).reshape(s).astype(dtype) for s in shapes]
     try:
-        contract.oracle(*args, **contract.keywords)
+        expected = contract.oracle(*args, **contract.keywords)
     except Exception as exc:  # noqa: BLE001 -- the user's oracle
         raise ContractError(
             "oracle",
             contract.oracle,
             f"raised {type(exc).__name__}: {exc} on {dtype.name} inputs of shapes {shapes}",
         ) from None
+    want = jax.tree_util.tree_structure(contract.out, is_leaf=lambda v: isinstance(v, PartitionSpec))
+    got = jax.tree_util.tree_structure(expected)
+    if str(got) != str(want):
+        raise ContractError(
+            "oracle",
+            contract.oracle,
+            f"returns a pytree of structure {got} on {dtype.name} inputs of shapes {shapes}, but out "
+            f"has {want}: the oracle gives one array per out spec",
+        )
 
 
 def check_signature(contract: Contract, impl: Callable[..., Any], spec: str) -> None:

@@ -305,9 +305,34 @@ def mesh_strategy(contract: Contract, kind: str | None = None) -> st.SearchStrat
         return meshes(with_axes=axes, max_size=1)
     if kind == "contract-axes" and every >= 2:
         return meshes(axis_names=axes, min_size=max(least, 2))
-    if kind == "extra-axis" and every >= 2 ** (len(axes) + 1):
+    if kind == "extra-axis" and every >= extra_axis_devices(contract):
         return meshes(with_axes=axes, ndims=len(axes) + 1, min_axis_size=2, min_size=least)
     return meshes(with_axes=axes, min_size=least)
+
+
+def extra_axis_devices(contract: Contract) -> int:
+    """The devices an ``extra-axis`` mesh needs: the contract's axes and one more, each of 2."""
+    return 2 ** (len(contract.mesh_axes) + 1)
+
+
+def out_of_reach(contract: Contract) -> list[str]:
+    """The mesh classes of ``MESH_KINDS`` these devices (2 or more) cannot make, each with what it
+    needs: a run that judged without one did not judge the whole contract (its status is
+    PARTIAL).  Across processes one-device meshes are not made (every process takes part in
+    every call): a one-process run judges them."""
+    every, needed = len(jax.devices()), extra_axis_devices(contract)
+    out = []
+    if every < needed:
+        axes = (
+            f"{len(contract.mesh_axes)} axis"
+            if len(contract.mesh_axes) == 1
+            else f"{len(contract.mesh_axes)} axes"
+        )
+        out.append(
+            f"inputs on extra-axis meshes (the contract's {axes} and one more, every axis of 2 or more "
+            f"devices): they need {needed} devices, there are {every} (--devices {needed})"
+        )
+    return out
 
 
 @st.composite

@@ -30,7 +30,7 @@ from conformance._src.calling.distributed import Cluster
 from conformance._src.contract import messages
 from conformance._src.contract.catalogue import CHECKS, CheckFailure
 from conformance._src.declared.contract import Contract
-from conformance._src.declared.draw import MESH_KINDS, Call
+from conformance._src.declared.draw import MESH_KINDS, Call, out_of_reach
 from conformance._src.running import explore
 from conformance._src.verdict import CheckVerdict, Status
 
@@ -214,6 +214,7 @@ class DeclaredKit:
                 record.status, record.message = Status.NOT_APPLICABLE, f"not applicable: {why}"
                 pytest.skip(record.message)
             record.status = Status.PASSED
+            record.left_out = out_of_reach(self.contract)
             return record
         except CheckFailure as failure:
             record.status, record.message = Status.FAILED, str(failure).split("\n\nFalsifying", 1)[0]
