@@ -34,6 +34,7 @@ _SAME = 1e-3
 
 # The narrower float types a computation may run in, and their machine epsilon.
 _NARROWER = (("bfloat16", 2.0**-7), ("float16", 2.0**-10))
+_NARROWER_SURE = 4  # wrong elements it takes to name the narrower type for sure
 
 
 Ranges = tuple[tuple[int, int], ...]
@@ -277,9 +278,13 @@ def close_hint(
         relative = np.where(magnitudes > 0, errors / magnitudes, np.inf)
     narrower = _narrower(have[bad], relative)
     if narrower is not None:
+        # A few wrong elements are a narrower type's values by chance as often as not (1 + 2**-10
+        # is a float16 value whatever made it): the hint says how sure it is.
+        few = int(bad.sum()) < _NARROWER_SURE
+        how = f"may run in {narrower} or another narrow type" if few else f"runs in {narrower}"
         return (
             f"further off than {have.dtype}'s rounding{far}, and every wrong element is a {narrower} "
-            f"value within {narrower}'s rounding: the computation runs in {narrower} (a cast, "
+            f"value within {narrower}'s rounding: the computation {how} (a cast, "
             "jax.default_matmul_precision); compute in the input's dtype"
         )
     return (
