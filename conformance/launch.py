@@ -5,7 +5,10 @@
 Starts the processes on loopback (CPU devices, gloo collectives), streams
 process 0's output, prints the others' when they fail, and exits with one
 combined status: 0 when every process passed, 4 when any reported a usage
-error, 1 otherwise.  Once a process has ended badly the others get
+error, 3 when one ended with a kit error before any other ended badly (what
+its peers did after it -- a failure, an abort by JAX's coordination service
+once it left -- is no claim about the implementation), 1 when any failed or
+died, 2 when any was partial.  Once a process has ended badly the others get
 ``--grace`` seconds to finish; then every process still running is killed,
 so no orphan is left behind.  A process that dies (a signal, an exit in the
 implementation or in the kit's own agreement step) or hangs in a call with
@@ -46,17 +49,6 @@ def _pump(stream: object, sink: list[str], echo: bool) -> None:
         if echo:
             sys.stdout.write(line)
             sys.stdout.flush()
-
-
-def combined_status(statuses: list[int | None]) -> int:
-    """The job's exit status: the processes' own where they agree (0 conforming, 1 not, 2 partial,
-    3 kit error, 4 usage error); else 4 if any was a usage error, else 1."""
-    first = statuses[0] if statuses else None
-    if first is not None and 0 <= first <= 4 and all(s == first for s in statuses):
-        return first
-    if any(s == 4 for s in statuses):
-        return 4
-    return 1
 
 
 DIED_GRACE_S = 3.0  # after one process died, for the others to end of themselves (they often do)
@@ -109,6 +101,29 @@ def _verdict_of_ending(folder: Path, endings: list[Any], args: argparse.Namespac
     return int(report.verdict.exit_status)
 
 
+def _kit_error_of(folder: Path, kit: Any, endings: list[Any], took: float) -> None:
+    """A process's kit error is the job's verdict (``kit_error_first``): its table and report files,
+    unless process 0 gave a KIT ERROR's itself, and a line on how the others ended after it."""
+    from conformance._src.session.verdicts import describe, state_report, write_summary
+    from conformance._src.verdict import RunVerdict
+
+    own, _ = state_report(folder, 0)
+    if not (endings[0].done and own is not None and own.verdict is RunVerdict.KIT_ERROR):
+        report, path = state_report(folder, kit.rank)
+        if report is not None:
+            report.duration = took
+            heading = f" pjit_double conformance (conformance.launch: process {kit.rank}'s kit error) "
+            sys.stdout.write("\n" + heading.center(80, "=") + "\n")
+            write_summary(report, path, print)
+    after = [f"process {e.rank}: {describe(e)}" for e in endings if e.returncode not in (0, 2, 3)]
+    if after:
+        print(
+            f"\nconformance.launch: process {kit.rank} ended with a kit error (exit 3) before any other "
+            f"ended badly; after it, {'; '.join(after)}: what follows a process leaving the job, "
+            "which says nothing about the implementation"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m conformance.launch", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2)
@@ -128,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     outputs: list[list[str]] = []
     pumps = []
     folder = Path(tempfile.mkdtemp(prefix="conformance-launch-"))
-    from conformance._src.calling.distributed import STATE_ENV, Ending
+    from conformance._src.calling.distributed import STATE_ENV, Ending, combined_status, kit_error_first
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", STATE_ENV: str(folder)}
     started = time.monotonic()
@@ -183,8 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     def done(rank: int) -> bool:
         return (folder / f"process-{rank}.done").exists()
 
+    ended: dict[int, float] = {}  # when each process was seen to end (time.time(): a mark's clock)
+
+    def seen() -> None:
+        for rank, proc in enumerate(procs):
+            if rank not in ended and proc.poll() is not None:
+                ended[rank] = time.time()
+
     try:
         while any(p.poll() is None for p in procs):
+            seen()
             now = time.monotonic()
             for rank, proc in enumerate(procs):
                 if proc.poll() is None and _hung(folder, rank, time.time()):
@@ -203,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
                 break
             time.sleep(0.2)
     finally:
+        seen()
         kill_all()
         for proc in procs:
             proc.wait()
+        seen()
         for pump in pumps:
             pump.join(timeout=5)
     statuses = [p.returncode for p in procs]
@@ -214,12 +239,22 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(f"\n===== process {rank} (exit status {status}) =====\n")
             sys.stdout.write("".join(lines[-400:]))
     summary = ", ".join(f"process {r}: {s}" for r, s in enumerate(statuses))
-    status = combined_status(statuses)
+
+    def done_at(rank: int) -> float | None:
+        try:
+            return (folder / f"process-{rank}.done").stat().st_mtime
+        except OSError:
+            return None
+
     endings = [
-        Ending(r, s, done(r), hung=r in hung, killed=r in killed and r not in hung)
+        Ending(r, s, done(r), r in hung, r in killed and r not in hung, at=ended[r], done_at=done_at(r))
         for r, s in enumerate(statuses)
     ]
-    if any(not e.done for e in endings):
+    status = combined_status(endings)
+    kit = kit_error_first(endings)
+    if kit is not None and status == 3:  # what the others did after it is not the implementation's
+        _kit_error_of(folder, kit, endings, time.monotonic() - started)
+    elif any(not e.done for e in endings):
         judged = _verdict_of_ending(folder, endings, args, time.monotonic() - started)
         status = judged if judged is not None else status
     shutil.rmtree(folder, ignore_errors=True)

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conformance._src.calling.distributed import Ending, combined_status, kit_error_first
 from tests.kit_process import ROOT, child_env
 
 
@@ -135,6 +136,103 @@ def test_a_process_that_aborts_outside_a_call_still_gives_the_table_and_the_repo
     data = json.loads(report.with_suffix(".json").read_text())
     assert data["verdict"]["status"] == "not conforming"
     assert [c["status"] for c in data["checks"] if c["id"] == "values.float32"] == ["crashed"]
+
+
+@pytest.mark.slow
+def test_an_input_moved_with_device_put_conforms_across_two_processes() -> None:
+    """JAX's documented move of an input in another layout, ``jax.device_put(x, target)``: where this
+    JAX refuses it (an input each process holds on its own device, bound for a layout with another
+    process's devices), the input is not judged, and the report names JAX's limit."""
+    done, _ = launch("--impl", "tests/distributed/device_put_target.py:pjit_double")
+    assert done.returncode == 0, done.stdout[-6000:]
+    assert "process 0: 0, process 1: 0 -> exit status 0" in done.stdout
+    assert "**pjit_double conformance: CONFORMING**" in done.stdout
+    assert "Not judged, for JAX's own limit -- across processes, jax.device_put" in done.stdout
+
+
+def _ended(rank: int, status: int, at: float, done_at: float | None = None, **how: bool) -> Ending:
+    return Ending(rank, status, done_at is not None, at=at, done_at=done_at, **how)
+
+
+@pytest.mark.parametrize(
+    "endings, status",
+    [
+        ([_ended(0, 0, 9, 8), _ended(1, 0, 9, 8)], 0),
+        ([_ended(0, 1, 9, 8), _ended(1, 1, 9, 8)], 1),
+        ([_ended(0, 0, 9, 8), _ended(1, 2, 9, 8)], 2),  # one process's partial run is no failure
+        ([_ended(0, 1, 9, 8), _ended(1, 2, 9, 8)], 1),
+        ([_ended(0, 3, 9, 8), _ended(1, 3, 9, 8)], 3),
+        ([_ended(0, 0, 9, 8), _ended(1, 3, 9, 8)], 3),
+        ([_ended(0, 2, 9, 8), _ended(1, 3, 9, 8)], 3),
+        ([_ended(0, 4, 1), _ended(1, 3, 9, 8)], 4),
+        # issue 40: process 1's kit error, then process 0 aborted by JAX's coordination service
+        ([_ended(0, -6, 10.5), _ended(1, 3, 10.1, 10.0)], 3),
+        ([_ended(0, -6, 10.5, 9.0), _ended(1, 3, 10.1, 10.0)], 3),  # aborted at exit, after its own end
+        ([_ended(0, -6, 10.0), _ended(1, 3, 10.1, 10.0)], 3),  # seen in the same look
+        ([_ended(0, 1, 40.0, 39.9), _ended(1, 3, 10.1, 10.0)], 3),  # its agreement steps failed after
+        ([_ended(0, -9, 70.0, killed=True), _ended(1, 3, 10.1, 10.0)], 3),  # ended by the launcher
+        # a crash or a failure before any kit error is the verdict
+        ([_ended(0, -11, 5.0), _ended(1, 3, 6.1, 6.0)], 1),
+        ([_ended(0, 1, 5.0, 4.9), _ended(1, 3, 6.1, 6.0)], 1),
+        ([_ended(0, -6, 5.0), _ended(1, 0, 6.1, 6.0)], 1),
+    ],
+)
+def test_the_launchers_status_from_its_processes(endings: list[Ending], status: int) -> None:
+    assert combined_status(endings) == status
+    first = kit_error_first(endings)
+    assert (first is not None) is (status == 3)
+    assert first is None or first.returncode == 3
+
+
+KIT_ERROR_THEN_ABORT_PLUGIN = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    if config.getoption("--process-id") == 1:
+        from jax._src import distributed
+
+        distributed.global_state.client = None  # process 1's cluster probe fails: a kit error
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    if item.config.getoption("--process-id") == 0:
+        # In its check, once process 1 is through with its kit error, process 0 aborts, as JAX's
+        # coordination service aborts a process whose peer left the job.
+        folder = Path(os.environ["CONFORMANCE_CLUSTER_STATE"])
+        deadline = time.monotonic() + 240
+        while not (folder / "process-1.done").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.abort()
+"""
+
+
+def test_a_kit_error_on_one_process_is_the_runs_verdict_whatever_the_others_did_after_it(tmp_path) -> None:
+    """Issue 40: process 1 ends KIT ERROR; process 0, in its check, is aborted after that."""
+    (tmp_path / "kit_error_then_abort.py").write_text(KIT_ERROR_THEN_ABORT_PLUGIN)
+    report = tmp_path / "report.json"
+    done, _ = launch(
+        "--check",
+        "values.float32",
+        "--conformance-report",
+        str(report),
+        env={"PYTEST_PLUGINS": "kit_error_then_abort", "PYTHONPATH": str(tmp_path)},
+        timeout=300,
+    )
+    assert "process 0: -6, process 1: 3 -> exit status 3" in done.stdout, done.stdout[-4000:]
+    assert done.returncode == 3
+    assert "process 1 ended with a kit error (exit 3) before any other ended badly" in done.stdout
+    assert "process 0: killed by signal 6 (SIGABRT)" in done.stdout
+    assert "conformance: KIT ERROR" in done.stdout  # process 1's table, which process 0 never gave
+    found = json.loads(report.read_text())
+    assert found["verdict"]["status"] == "kit error"
+    assert [c["status"] for c in found["checks"] if c["id"] == "values.float32"] == ["kit error"]
 
 
 def test_an_input_moved_through_the_host_is_caught_across_processes() -> None:

@@ -165,6 +165,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 },
                 "histories": dict(r.histories),
                 "octaves": dict(r.octaves),
+                "tiers": dict(r.tiers),
                 "arrived": dict(r.arrived),
                 "left_out": list(r.left_out),
             }
@@ -398,7 +399,25 @@ def _histories(report: Report) -> list[str]:
     if octaves:
         judged = "; ".join(f"`{r.id}` {len(r.octaves)} of 16" for r in octaves)
         lines += ["", f"Lengths by octave, between 2^4 and 2^20 (octaves judged): {judged}."]
+    tiered = [r for r in report.ordered() if r.tiers]
+    if tiered:
+        judged = "; ".join(_tiers_judged(r) for r in tiered)
+        lines += [
+            "",
+            "Long lengths by tier (next to 4096, 8192, 65536 elements, 1 MiB; past 32 MiB) and dtype, "
+            f"the pairs judged: {judged}.",
+        ]
     return lines
+
+
+def _tiers_judged(r: CheckVerdict) -> str:
+    """``r``'s (tier, dtype) pairs judged, of every tier it judged with every dtype it judged."""
+    pairs = {tuple(k.split(": ", 1)) for k in r.tiers}
+    tiers = [t for t in coverage.TIERS if any(p[0] == t for p in pairs)]
+    dtypes = sorted({p[1] for p in pairs})
+    missing = [f"{t}: {d}" for t in tiers for d in dtypes if (t, d) not in pairs]
+    text = f"`{r.id}` {len(pairs)} of {len(tiers) * len(dtypes)} ({len(tiers)} tiers x {len(dtypes)} dtypes)"
+    return text + (f", not {', '.join(missing[:4])}" if missing else "")
 
 
 def known_bugs(report: Report) -> list[str]:
@@ -410,7 +429,8 @@ def known_bugs(report: Report) -> list[str]:
             per_bug.setdefault(bug, []).append(f"- `{r.id}`: {count} input(s) not judged{cells}")
     lines: list[str] = []
     for bug, rows in per_bug.items():
-        lines += ["", f"Not judged, for JAX's own bug -- {bug}:", *rows]
+        what = "limit" if "(a limit of JAX " in bug else "bug"
+        lines += ["", f"Not judged, for JAX's own {what} -- {bug}:", *rows]
     return lines
 
 

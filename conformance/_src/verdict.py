@@ -107,6 +107,9 @@ class CheckVerdict:
     arrived: dict[str, int] = field(default_factory=dict)
     # Lengths by octave (schedule.Schedule.octave_cases): inputs judged per octave "2^k".
     octaves: dict[str, int] = field(default_factory=dict)
+    # Long lengths by tier and dtype (coverage.TIERS, coverage.tier_of), in the shared pass:
+    # inputs judged per "tier: dtype" ("32 MiB: int8").
+    tiers: dict[str, int] = field(default_factory=dict)
     # What of the check's domain this run did not judge, and why, one line each (too few devices for
     # the check or for some of its meshes, inconclusive, cells no input was judged in).  Any line
     # makes the run PARTIAL: exit 0 says the whole contract was judged.

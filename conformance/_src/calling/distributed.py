@@ -133,3 +133,49 @@ class Ending:
     done: bool  # it marked its end (mark_done)
     hung: bool = False  # the launcher ended it: a call past its deadline
     killed: bool = False  # the launcher ended it: another process had died
+    at: float = 0.0  # when the launcher saw it end (time.time())
+    done_at: float | None = None  # when it marked its end (the mark's time), if it did
+
+    @property
+    def finished_at(self) -> float:
+        """When it was through: its mark of the end if it made one (a process may be ended at exit,
+        after that, by what a peer did), else when it ended."""
+        return self.done_at if self.done_at is not None else self.at
+
+
+KIT_ERROR_STATUS, USAGE_ERROR_STATUS = 3, 4
+
+
+def kit_error_first(endings: list[Ending]) -> Ending | None:
+    """The process whose kit error is the job's verdict: the first to be through with exit status 3
+    (KIT ERROR), if no other process ended badly (a failure, a signal, any other exit) before it.
+
+    What its peers did after it -- a failure of an agreement step it no longer answered, a SIGABRT
+    from JAX's coordination service when it left the job, an end by the launcher -- follows from
+    it, and is no claim about the implementation.  None when no process ended so, or one ended
+    badly before it (then that ending is the verdict: a crash or a failure).
+    """
+    kit = [e for e in endings if e.returncode == KIT_ERROR_STATUS]
+    if not kit:
+        return None
+    first = min(kit, key=lambda e: (e.finished_at, e.rank))
+    bad = [e for e in endings if e.returncode not in (0, 2, KIT_ERROR_STATUS)]
+    return None if any(e.at < first.finished_at for e in bad) else first
+
+
+def combined_status(endings: list[Ending]) -> int:
+    """The job's exit status from its processes' (0 conforming, 1 not conforming, 2 partial, 3 kit
+    error, 4 usage error; anything else, a signal or another exit, is an ending the launcher
+    judges): 4 if any process's was a usage error; else 3 if a process's kit error came first
+    (``kit_error_first``); else 1 if any ended otherwise than 0 or 2; else 2 if any was partial;
+    else 0."""
+    statuses = [e.returncode for e in endings]
+    if not statuses:
+        return 1
+    if USAGE_ERROR_STATUS in statuses:
+        return USAGE_ERROR_STATUS
+    if kit_error_first(endings) is not None:
+        return KIT_ERROR_STATUS
+    if any(s not in (0, 2) for s in statuses):
+        return 1
+    return 2 if 2 in statuses else 0

@@ -37,6 +37,11 @@ class CheckFailure(AssertionError):
     """The implementation broke the contract; the message is for its author."""
 
 
+class KitError(Exception):
+    """The kit itself could not judge the check (a process of its own failed): the check's status
+    is "kit error", never a claim about the implementation."""
+
+
 class Inconclusive(Exception):
     """The check could not decide (it is reported as skipped, never as a pass)."""
 

@@ -15,6 +15,7 @@ import math
 import weakref
 import zlib
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -24,7 +25,7 @@ from jax.sharding import Mesh
 from conformance._src import internals, selftest
 from conformance._src.calling import calls
 from conformance._src.contract import domains, jax_bugs, oracle
-from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, Refused, check
+from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, KitError, Refused, check
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import pjit_double
 from conformance._src.declared.terms import (
@@ -42,6 +43,7 @@ from conformance._src.inputs.case import (
     decode_history,
     describe_mesh,
     describe_placement,
+    encode_history,
     make_input,
     may_refuse,
     numpy_form,
@@ -163,7 +165,8 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
             expected=f"shape ({case.n},)",
             got=f"shape {shape}",
         )
-    got = assertions.host_copy(result, oracle.expected(case.values, kit.contract))
+    want = oracle.expected(case.values, kit.contract)  # once: a vector may be past 32 MiB
+    got = assertions.host_copy(result, want)
     if got.shape != (case.n,) and got.size == case.n:
         got = got.reshape(case.n)  # the wrong shape is result.type's finding
     if got.shape != (case.n,):
@@ -175,7 +178,8 @@ def _check_values(kit: Any, case: Case, result: Any) -> None:
         )
     if got.dtype != case.dtype:
         got = _in_dtype_of(got, case.dtype)
-    bad = oracle.first_mismatch(case.values, got, kit.contract)
+    bad = oracle.first_mismatch(case.values, got, kit.contract, want=want)
+    del want
     if bad is None:
         if got.dtype == result.dtype:
             _note_right(case.values, result)
@@ -560,7 +564,7 @@ def jit_shardings(kit: Any, case: Case) -> None:
     # one judged, not the path of an abstract input.
     _, outcome = kit.call(case, shared=True)
     bug = jax_bugs.hitting(case)
-    if bug is not None:  # no jit of this JAX can do it: the result's other checks judge it
+    if bug is not None and bug.bug:  # no jit of this JAX can do it: the result's other checks judge it
         raise jax_bugs.KnownBugHit(bug)
     if outcome.error is not None:
         if may_refuse(case, outcome.error):
@@ -824,12 +828,9 @@ def _is_right(kit: Any, case: Case, result: Any) -> bool:
         return False
     if _known_right(case.values, result):
         return True
+    want = oracle.expected(case.values, kit.contract)
     right = (
-        oracle.first_mismatch(
-            case.values,
-            assertions.host_copy(result, oracle.expected(case.values, kit.contract)),
-            kit.contract,
-        )
+        oracle.first_mismatch(case.values, assertions.host_copy(result, want), kit.contract, want=want)
         is None
     )
     if right:
@@ -968,35 +969,103 @@ def compile_once(kit: Any, case: Case) -> None:
 # The implementation's state: histories of calls searched by Hypothesis (history.py)
 
 
-def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any]) -> bool:
+@dataclasses.dataclass
+class _Held:
+    """What the caller of a history holds: each judged call's executions of compiled code and
+    what each was given (jit_probe.Ran), and its result with a host copy of the values it had
+    when judged (None for a call that raised), in call order."""
+
+    arguments: list[list[Any]] = dataclasses.field(default_factory=list)
+    results: list[tuple[Any, np.ndarray] | None] = dataclasses.field(default_factory=list)
+
+    def clear(self) -> None:
+        self.arguments.clear()
+        self.results.clear()
+
+    def add(self, executions: list[Any], result: tuple[Any, np.ndarray] | None) -> None:
+        self.arguments.append(executions)
+        self.results.append(result)
+        if len(self.results) > history.HELD:  # the caller keeps its last few results only
+            self.results[-history.HELD - 1] = None
+
+
+def _raised_as_declared(kit: Any, case: Case, error: BaseException | None) -> None:
+    """A history's call of a length the data axis does not divide: the contract's error, x intact."""
+    raises = kit.contract.raises
+    if error is None or not (isinstance(error, raises) or may_refuse(case, error)):
+        got = "a result" if error is None else one_line(f"{type(error).__name__}: {error}")
+        kit.fail(
+            "a call of a length the data axis does not divide did not raise the contract's error",
+            case,
+            expected=f"{raises.__name__}: length {case.n} is not divisible by the data axis size "
+            f"{data_axis_size(case.mesh)}",
+            got=got,
+            hint="let JAX's own error through (jit's in_shardings over the mesh's data axis), "
+            "whatever calls came before",
+        )
+
+
+def _assert_held_intact(kit: Any, case: Case, held: _Held) -> None:
+    """Every earlier result the caller still holds is neither deleted nor changed by this call."""
+    for k, kept in enumerate(held.results, 1):
+        if kept is None:
+            continue
+        failed = _failure(
+            partial(assertions.assert_input_intact, kept[1], kept[0], what=f"result of call {k}")
+        )
+        if failed is not None:
+            kit.fail(
+                f"the result of call {k}, still held by the caller, was {failed.kind} by a later call",
+                case,
+                expected=failed.expected,
+                got=failed.got,
+                hint="a result belongs to the caller: never donate it or write into it later, even "
+                "when it comes back as x (y = f(y), f(f(x))) or is the last array you returned",
+            )
+
+
+def _history_step(kit: Any, earlier: list[Case], case: Case, held: _Held) -> bool:
     """Call once, after ``earlier``, and judge the call; False where it was not judged.
-    ``arguments``: the executions of compiled code in each of those calls and what each was
-    given (jit_probe.Ran), this call's appended here."""
-    kit.history = [*earlier, case]  # what a failure prints, and its rerun command replays
+    ``held``: what the caller holds from those calls (``_Held``), this call's appended here."""
     if not earlier:
-        arguments.clear()  # a new history
+        held.clear()  # a new history
+    if case.placement[0] == "result":  # an earlier result passed back: x is that very array
+        kept = held.results[case.placement[1] - 1]
+        assert kept is not None, "history.py passes back only results"
+        x = kept[0]
+        case = dataclasses.replace(case, values=kept[1])
+    else:
+        x = make_input(case)
+    kit.history = [*earlier, case]  # what a failure prints, and its rerun command replays
     if kit.runner.call_log is not None:  # what the watchdog names if this call hangs or crashes
         kit.runner.label = (
             kit.running or kit.check_id,
             f"call {len(earlier) + 1} of a history of calls: {case.describe()}",
             kit.rerun_command(case),
         )
-    x = make_input(case)
     try:
         _, outcome = kit.call(case, x, watch_jit=True)
     except jax_bugs.KnownBugHit as hit:
         kit.not_judged(hit, None)  # counted in the verdict; a history step has no cell of its own
         return False  # JAX's own bug: not the implementation's (jax_bugs.py)
+    if history.indivisible(case):
+        _raised_as_declared(kit, case, outcome.error)
+        del outcome
+        _assert_intact(kit, case, x)
+        _assert_held_intact(kit, case, held)
+        held.add([], None)
+        return True  # a call of the history: what comes after it is judged after it
     if outcome.error is not None:
         if may_refuse(case, outcome.error):
             _assert_intact(kit, case, x)
             return False
         kit.fail_raised(case, outcome.error)
     _assert_intact(kit, case, x)  # deleted (donated) or changed at some depth of the history fails too
+    _assert_held_intact(kit, case, held)
     del x
     result = outcome.result
     compiled = [name for name in outcome.compiled if not internals.is_jax_move(name)]  # JAX's: not counted
-    arguments.append(list(outcome.executions or []))
+    executions = list(outcome.executions or [])
     del outcome
     _check_values(kit, case, result)  # an earlier call's result handed back fails here
     if getattr(result, "dtype", None) != case.dtype:
@@ -1009,7 +1078,12 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
         )
     _check_layout(kit, case, result)
     key = history.call_key(case)
-    same = [k for k, step in enumerate(earlier, 1) if history.call_key(step) == key]
+    # JAX's jit keys its executables on the call's context too (the default device, the mesh).
+    same = [
+        k for k, step in enumerate(earlier, 1) if history.call_key(step) == key and step.under == case.under
+    ]
+    held.add(executions, (result, assertions.host_copy(result, oracle.expected(case.values, kit.contract))))
+    arguments = held.arguments
     if (
         compiled
         and same
@@ -1021,12 +1095,73 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
             expected=f"0 backend compiles: call {same[-1]} had this shape, dtype and mesh "
             f"({len(earlier) - same[-1]} call(s) between them)",
             got=f"{len(compiled)} backend compile(s): {', '.join(compiled[:3])}",
-            hint="keep the jitted function (or executable) of every mesh and dtype seen: a cache "
-            "that evicts (lru_cache(maxsize=...), the last few meshes), one keyed on the placement, "
-            "the values or id(x), or a jax.jit made per call compiles again (JAX's own programs "
-            "for moving x are not counted)",
+            hint=_recompiled_hint(earlier[same[-1] - 1 :], case),
         )
     return True
+
+
+def _recompiled_hint(since: list[Case], case: Case) -> str:
+    """Why a seen (shape, dtype, mesh) may have compiled again, from the calls since its last call
+    (``since[0]``)."""
+    said = []
+    if any(history.indivisible(step) for step in since):
+        said.append(
+            "a call between them raised (a length the data axis does not divide): an error must not "
+            "drop or rebuild the mesh's jitted function"
+        )
+    if case.clocks_ahead > since[0].clocks_ahead:
+        said.append(
+            "time passed between them (the clocks it reads jumped ahead): a cache that drops "
+            "entries left idle for a while compiles again"
+        )
+    said.append(
+        "keep the jitted function (or executable) of every mesh and dtype seen: a cache that evicts "
+        "(lru_cache(maxsize=...), the last few meshes), one keyed on the placement, the values or "
+        "id(x), or a jax.jit made per call compiles again (JAX's own programs for moving x are not counted)"
+    )
+    return "; ".join(said)
+
+
+@check(
+    "state.first-call",
+    "a fresh process whose first call runs under a context (jax.default_device, jax.set_mesh), "
+    "then plain calls: every call right, as in a history",
+    needs_mesh=True,
+    min_devices=2,
+    needs=(selftest.COMPILE_COUNT, selftest.JIT_SPY),
+    history=True,
+)
+def state_first_call(kit: Any, token: str | None) -> None:
+    histories = (
+        [decode_history(token)]
+        if token is not None
+        else history.first_calls(contract=kit.contract, seed=kit.schedule.seed)
+    )
+    if kit.fresh:  # this is the fresh process: its first call is the history's (running/fresh.py)
+        for steps in histories:
+            history.replay(partial(_history_step, kit, held=_Held()), steps)
+        return
+    for steps, answer in zip(
+        histories, kit.in_fresh_processes([encode_history(steps) for steps in histories]), strict=True
+    ):
+        if answer.failure is not None:
+            raise CheckFailure(answer.failure)
+        if answer.kit_error is not None:
+            raise KitError(
+                f"conformance: the fresh process of {kit.check_id} failed in the kit: {answer.kit_error}"
+            )
+        if answer.ended is not None:
+            kit.history = steps
+            try:
+                kit.fail(
+                    "the fresh process ended without a verdict while it replayed this history",
+                    steps[0],
+                    expected="every call of the history returning (the first one under its context)",
+                    got=answer.ended,
+                    hint="rerun it: a fresh process loads your module, then calls it first under the context",
+                )
+            finally:
+                kit.history = None
 
 
 @check(
@@ -1039,15 +1174,15 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, arguments: list[Any
     history=True,
 )
 def state_histories(kit: Any, token: str | None) -> None:
-    arguments: list[Any] = []
+    held = _Held()
 
     def judge(earlier: list[Case], case: Case) -> bool:
         if kit.cluster is None:
-            return _history_step(kit, earlier, case, arguments)
+            return _history_step(kit, earlier, case, held)
         # --distributed: every process agrees on each step's verdict (Kit._step), so that every
         # process's Hypothesis sees a failure at the same step and shrinks in lockstep.
         judged: list[bool] = []
-        kit._step(case, lambda: judged.append(_history_step(kit, earlier, case, arguments)))
+        kit._step(case, lambda: judged.append(_history_step(kit, earlier, case, held)))
         return bool(judged and judged[0])
 
     reach = history.HistoryReach()
@@ -1085,6 +1220,7 @@ def state_histories(kit: Any, token: str | None) -> None:
             raise first from None
     finally:
         kit.history = None
+        held.clear()
         record = kit.records.get("state.histories")
         if record is not None and reach.histories:
             record.histories = reach.as_dict()

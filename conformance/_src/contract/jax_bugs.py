@@ -7,7 +7,10 @@ installed JAX has it, an input it hits is not judged when the
 implementation raises that exception (``Kit.call``), nor asked to go
 through ``jax.jit`` at all (``jit.shardings``); the check's verdict and the
 report count those inputs, with the bug's words, so a reader sees exactly
-what this JAX kept the kit from checking.
+what this JAX kept the kit from checking.  A limit of JAX on the backend
+(``bug=False``: a move JAX does not make there, which an implementation may
+make another way) is handled alike, except that ``jit.shardings`` still
+judges the inputs it hits.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from conformance._src.declared.terms import data_axis_size
-from conformance._src.inputs.case import Case
+from conformance._src.inputs.case import Case, process_copy_elsewhere
 
 
 def jax_version() -> tuple[int, ...]:
@@ -43,6 +46,10 @@ class KnownBug:
     # Whether the installed JAX has it, measured by doing what the bug does (once per process);
     # None: known from the releases alone (``fixed_in``).
     measured: Callable[[], bool] | None = None
+    also: tuple[str, ...] = ()  # other fragments of the messages it raises with
+    # False: not a bug but a limit of JAX on this backend, which an implementation may get
+    # around (another way than JAX's refused one): jit.shardings still judges inputs it hits.
+    bug: bool = True
 
     def present(self) -> bool:
         """Whether the installed JAX has the bug."""
@@ -51,7 +58,7 @@ class KnownBug:
         return self.fixed_in is None or jax_version() < self.fixed_in
 
     def raised(self, error: BaseException | None) -> bool:
-        return isinstance(error, self.error) and self.message in str(error)
+        return isinstance(error, self.error) and any(m in str(error) for m in (self.message, *self.also))
 
     def describe(self) -> str:
         """The bug, the installed JAX and the fix: ``jax.jit raises ... (JAX 0.7.0; fixed in 0.9.1)``."""
@@ -60,6 +67,8 @@ class KnownBug:
         fixed = "not fixed yet" if self.fixed_in is None else f"fixed in JAX {_text(self.fixed_in)}"
         if self.measured is not None:
             fixed = "measured in this run"
+        if not self.bug:
+            return f"{self.what} (a limit of JAX {jax.__version__} on this backend, {fixed})"
         return f"{self.what} (a bug of JAX {jax.__version__}, {fixed})"
 
 
@@ -78,13 +87,14 @@ EMPTY_SPLIT = KnownBug(
 
 def _nan_for_every_process(case: Case) -> bool:
     import jax
+    import jax.numpy as jnp
     import numpy as np
 
     from conformance._src.declared.terms import target_sharding
 
     if jax.process_count() < 2 or case.placement[0] not in ("numpy", "uncommitted"):
         return False
-    if case.dtype.kind not in "fc" or not np.isnan(case.values).any():
+    if not jnp.issubdtype(case.dtype, jnp.inexact) or not np.isnan(case.values).any():  # bfloat16 too
         return False
     processes = {getattr(d, "process_index", 0) for d in target_sharding(case.mesh).device_set}
     return len(processes) == jax.process_count()
@@ -154,7 +164,70 @@ ONE_DEVICE_MEMORY_SPREAD = KnownBug(
     measured=lambda: bool(_memory_kinds_jax_cannot_spread()),
 )
 
-KNOWN_BUGS = (EMPTY_SPLIT, NAN_ACROSS_PROCESSES, ONE_DEVICE_MEMORY_SPREAD)
+_CROSS_PROCESS_FRAGMENTS = (
+    "not support cross-host device transfers",  # a one-device layout on another process's device
+    "a Sharding which represents addressable devices",  # a layout over several processes' devices
+)
+
+
+@cache
+def _jax_cannot_put_across_processes() -> bool:
+    """Whether this JAX's own ``jax.device_put`` refuses to move an array committed to one device
+    of this process onto a layout with devices of another process: measured, not assumed (seen:
+    JAX 0.10.2 on CPU, for both puts below).  Every process makes the same puts at the same step
+    of the run, each of a form JAX either refuses at once, before any transfer, or makes with
+    every process taking part: an array on this process's device onto a layout over every
+    device, and a global array on process 0's device onto process 1's device."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
+
+    if jax.process_count() < 2:
+        return False
+    first: dict[int, jax.Device] = {}  # each process's first device
+    for device in jax.devices():
+        first.setdefault(device.process_index, device)
+    n = len(jax.devices())
+    values = np.zeros(n, np.float32)
+    puts = [
+        (
+            lambda: jax.device_put(values, jax.local_devices()[0]),
+            NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec("all")),
+        ),
+        (
+            lambda: jax.make_array_from_callback((n,), SingleDeviceSharding(first[0]), lambda i: values[i]),
+            SingleDeviceSharding(first[1]),
+        ),
+    ]
+    refused = False
+    for make, target in puts:
+        try:
+            jax.block_until_ready(jax.device_put(make(), target))
+        except ValueError as error:  # JAX's own refusal is what is measured
+            refused = refused or any(m in str(error) for m in _CROSS_PROCESS_FRAGMENTS)
+    return refused
+
+
+CROSS_PROCESS_PUT = KnownBug(
+    id="jax-device-put-across-processes",
+    what=(
+        "across processes, jax.device_put of an array committed to one device of this process "
+        "(each process's own copy of the values) onto a layout with devices of another process "
+        "raises ValueError ('... does not support cross-host device transfers', or '... must be a "
+        "Device or a Sharding which represents addressable devices'): it moves no committed array "
+        "between processes here; every process holds the same values, so a host copy of them "
+        "(jax.make_array_from_callback) reaches the layout"
+    ),
+    fixed_in=None,
+    message=_CROSS_PROCESS_FRAGMENTS[0],
+    also=_CROSS_PROCESS_FRAGMENTS[1:],
+    error=ValueError,
+    hits=process_copy_elsewhere,
+    measured=_jax_cannot_put_across_processes,
+    bug=False,
+)
+
+KNOWN_BUGS = (EMPTY_SPLIT, NAN_ACROSS_PROCESSES, ONE_DEVICE_MEMORY_SPREAD, CROSS_PROCESS_PUT)
 
 
 @cache

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Protocol
 
+from conformance._src.contract import jax_bugs
 from conformance._src.declared.terms import data_axis_size
 from conformance._src.inputs.case import UNCOMMITTED, Case, describe_placement
 
@@ -90,6 +91,14 @@ def hint_for_raised(case: Case, error: BaseException) -> str:
     if isinstance(error, TypeError) and "mesh" in said:
         return "it does not seem to accept the mesh keyword (pjit_double(x, *, mesh=None))"
     if case.placement != UNCOMMITTED and any(w in said for w in ("device", "sharding", "committed")):
+        if jax_bugs.hitting(case) is jax_bugs.CROSS_PROCESS_PUT:  # JAX's device_put refuses it here
+            return (
+                f"x was {describe_placement(case.placement)}: this process's own copy of the values, "
+                "and the target layout has devices of another process, where this JAX's device_put "
+                "does not move it; every process holds the same values, so read them "
+                "(np.asarray(x)) and make the target layout's shards with "
+                "jax.make_array_from_callback(x.shape, target_sharding, lambda i: host[i])"
+            )
         return (
             f"x was {describe_placement(case.placement)}: an input already placed elsewhere must be "
             f"accepted; jax.device_put(x, target_sharding) moves it before the jitted call"

@@ -35,6 +35,8 @@ MeshArg = Literal["omit", "none", "mesh"]
 #   ("target",)                      committed in the target layout already (an earlier result)
 #   ("memory", kind, "target")       the target layout, in another memory kind (pinned_host, ...)
 #   ("memory", kind, id)             committed to device id, in another memory kind
+#   ("result", k)                    the result call k of the history returned, passed back as x
+#                                    (histories only: history.py; the caller still holds it)
 Placement = tuple[Any, ...]
 UNCOMMITTED: Placement = ("uncommitted",)
 TARGET: Placement = ("target",)
@@ -52,7 +54,12 @@ class Case:
     * ``mesh_arg``: how the mesh is passed: ``"omit"`` (``f(x)``), ``"none"``
       (``f(x, mesh=None)``) or ``"mesh"`` (``f(x, mesh=mesh)``): ``mesh_kwargs()``;
     * ``placement``: where ``x`` lives before the call (the kinds at the top
-      of this module); ``make_input()`` builds that ``x``, a fresh one each time.
+      of this module); ``make_input()`` builds that ``x``, a fresh one each time;
+    * ``clocks_ahead``: seconds that the clocks the implementation reads during the call
+      (``time.time``, ``time.monotonic``, ``time.perf_counter`` and their ``_ns`` forms) stand
+      ahead of the true time: time passing between calls of a history, as it sees it (0: none);
+    * ``under``: the context the call is made in (``UNDER``): none, ``("default_device", id)``
+      for ``jax.default_device(device id)``, or ``("set_mesh",)`` for ``jax.set_mesh(mesh)``.
 
     >>> from conformance import strategies as cst
     >>> @given(cst.cases(contract="full"))  # doctest: +SKIP
@@ -65,6 +72,8 @@ class Case:
     mesh: Mesh | None = None
     mesh_arg: MeshArg = "omit"
     placement: Placement = field(default=UNCOMMITTED)
+    clocks_ahead: int = 0
+    under: tuple[Any, ...] = ()
 
     def make_input(self) -> Any:
         """The ``x`` this case describes, fresh each time (``make_input(case)``)."""
@@ -86,10 +95,15 @@ class Case:
 
     def describe(self) -> str:
         """The input in words, for failure messages."""
-        return (
+        text = (
             f"length {self.n}, dtype {self.dtype}, mesh {describe_mesh(self.mesh)}, "
             f"called with {call_text(self)}, x {describe_placement(self.placement)}"
         )
+        if self.under:
+            text += f", called under {describe_under(self.under)}"
+        if self.clocks_ahead:
+            text += f", the clocks it reads {describe_seconds(self.clocks_ahead)} ahead (time passed)"
+        return text
 
     def __repr__(self) -> str:
         return f"Case({self.describe()})"
@@ -112,8 +126,20 @@ def call_text(case: Case) -> str:
     return f"pjit_double(x, mesh={'None' if case.mesh_arg == 'none' else 'mesh'})"
 
 
+def describe_under(under: tuple[Any, ...]) -> str:
+    if under[0] == "default_device":
+        return f"jax.default_device(device {under[1]})"
+    return "jax.set_mesh(mesh), the call's own mesh"
+
+
+def describe_seconds(seconds: int) -> str:
+    return f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"
+
+
 def describe_placement(placement: Placement) -> str:
     kind = placement[0]
+    if kind == "result":
+        return f"the result call {placement[1]} returned, passed back (the caller still holds it)"
     if kind == "uncommitted":
         return "uncommitted, on the default device (as jnp.asarray makes it)"
     if kind == "numpy":
@@ -146,6 +172,8 @@ def make_input(case: Case) -> Any:
     # which compiles once per shape and dtype.
     host = case.values.copy()
     kind = case.placement[0]
+    if kind == "result":
+        raise ValueError("a result passed back is the history's to give (history.py), not made anew")
     if kind == "numpy":
         return numpy_form(host, case.placement[1] if len(case.placement) > 1 else "")
     if kind == "uncommitted":
@@ -202,19 +230,13 @@ def _global_input(case: Case) -> Any:
         return _global_array(values, NamedSharding(Mesh(np.array(jax.devices()), ("all",)), PartitionSpec()))
     if kind == "target":
         return _global_array(values, target)
-    if kind == "memory":
-        memory, where = case.placement[1], case.placement[2]
-        if where == "target":
-            return _global_array(values, target.with_memory_kind(memory))
-        return jax.device_put(values.copy(), SingleDeviceSharding(_own(int(where)), memory_kind=memory))
-    if kind == "device":
-        if ids == [int(case.placement[1])]:
-            return _global_array(values, SingleDeviceSharding(target.mesh.devices.flat[0]))
-        return jax.device_put(values.copy(), _own(int(case.placement[1])))
-    if {d.process_index for d in target.mesh.devices.flat} != set(range(jax.process_count())):
-        # JAX moves an array between layouts of devices some process lacks by aborting there
-        # (0.10.2): each process's whole copy, committed to its own device in the placement's place.
-        return jax.device_put(values.copy(), _own(int(case.placement[1][0])))
+    own = _own_copy(case)
+    if own is not None:
+        return jax.device_put(values.copy(), own)
+    if kind == "memory":  # in the target layout, in another memory kind
+        return _global_array(values, target.with_memory_kind(case.placement[1]))
+    if kind == "device":  # the one device of a one-device target
+        return _global_array(values, SingleDeviceSharding(target.mesh.devices.flat[0]))
     # "sharded": over the target's devices, those the placement names first, in its order
     named = [i for i in case.placement[1] if i in ids]
     order = named + [i for i in ids if i not in named]
@@ -224,6 +246,39 @@ def _global_input(case: Case) -> Any:
     split = case.placement[2] == "split" and case.n % len(order) == 0
     mesh = Mesh(np.array([by_id[i] for i in order]), ("p",))
     return _global_array(values, NamedSharding(mesh, PartitionSpec("p") if split else PartitionSpec()))
+
+
+def _own_copy(case: Case) -> SingleDeviceSharding | None:
+    """Where this process commits its own whole copy of the values, for a committed placement
+    no global array can give (``_global_input``); None for every other input."""
+    from conformance._src.declared.terms import data_axis_size, target_sharding
+
+    kind = case.placement[0]
+    if kind not in ("device", "memory", "sharded") or case.n % data_axis_size(case.mesh):
+        return None
+    target = target_sharding(case.mesh)
+    if kind == "memory":
+        memory, where = case.placement[1], case.placement[2]
+        return None if where == "target" else SingleDeviceSharding(_own(int(where)), memory_kind=memory)
+    if kind == "device":
+        ids = [int(d.id) for d in target.mesh.devices.flat]
+        return None if ids == [int(case.placement[1])] else SingleDeviceSharding(_own(int(case.placement[1])))
+    if {d.process_index for d in target.mesh.devices.flat} != set(range(jax.process_count())):
+        # JAX moves an array between layouts of devices some process lacks by aborting there
+        # (0.10.2): each process's whole copy, committed to its own device in the placement's place.
+        return SingleDeviceSharding(_own(int(case.placement[1][0])))
+    return None
+
+
+def process_copy_elsewhere(case: Case) -> bool:
+    """Whether ``case``'s x is, in this multi-process run, this process's own copy committed to one
+    of its devices while the target layout has devices of another process: an array JAX's
+    ``device_put`` moves no further than this process's devices (jax_bugs.CROSS_PROCESS_PUT)."""
+    if jax.process_count() < 2 or _own_copy(case) is None:
+        return False
+    from conformance._src.declared.terms import target_sharding
+
+    return not target_sharding(case.mesh).is_fully_addressable
 
 
 def _global_array(values: np.ndarray, sharding: Any) -> jax.Array:
@@ -351,6 +406,8 @@ def _data(case: Case) -> dict[str, Any]:
         else {"ids": device_ids(mesh), "shape": list(mesh.devices.shape), "axes": list(mesh.axis_names)},
         "mesh_arg": case.mesh_arg,
         "placement": list(case.placement),
+        **({"clocks_ahead": case.clocks_ahead} if case.clocks_ahead else {}),
+        **({"under": list(case.under)} if case.under else {}),
     }
 
 
@@ -368,6 +425,8 @@ class CaseData:
     mesh_axes: tuple[str, ...]
     mesh_arg: MeshArg
     placement: Placement
+    clocks_ahead: int = 0
+    under: tuple[Any, ...] = ()
 
     @property
     def n(self) -> int:
@@ -380,6 +439,8 @@ class CaseData:
     def device_ids(self) -> list[int]:
         """Every device the case names: its mesh's and its placement's."""
         ids = list(self.mesh_ids or ())
+        if self.under[:1] == ("default_device",):
+            ids.append(self.under[1])
         if self.placement[0] == "device" or (self.placement[0] == "memory" and self.placement[2] != "target"):
             ids.append(self.placement[-1])
         elif self.placement[0] == "sharded":
@@ -404,8 +465,13 @@ def _placement(raw: Any) -> Placement:
         return (kind,)
     if kind == "numpy" and len(raw) == 2 and raw[1] in NUMPY_FORMS:
         return ("numpy", raw[1])
-    if kind == "device" and len(raw) == 2 and type(raw[1]) is int and raw[1] >= 0:
-        return ("device", raw[1])
+    if (
+        kind in ("device", "result")
+        and len(raw) == 2
+        and type(raw[1]) is int
+        and raw[1] >= (kind == "result")
+    ):
+        return (kind, raw[1])
     if kind == "memory" and len(raw) == 3 and isinstance(raw[1], str):
         if raw[2] == "target" or (type(raw[2]) is int and raw[2] >= 0):
             return ("memory", raw[1], raw[2])
@@ -446,7 +512,10 @@ def _values(data: dict[str, Any], dtype: np.dtype) -> np.ndarray:
 
 def parse(token: str) -> CaseData:
     """Read a token without making its mesh (no devices needed); ``CaseTokenError`` if it is not one."""
-    return _parse_data(_unpack(token))
+    data = _parse_data(_unpack(token))
+    if data.placement[0] == "result":
+        raise CaseTokenError("it passes back an earlier call's result: a history token's call, not a case")
+    return data
 
 
 def parse_history(token: str) -> list[CaseData]:
@@ -454,7 +523,13 @@ def parse_history(token: str) -> list[CaseData]:
     data = _unpack(token)
     if not isinstance(data, dict) or not isinstance(data.get("history"), list) or not data["history"]:
         raise CaseTokenError("not a history token the kit printed (a --case of another check?)")
-    return [_parse_data(step) for step in data["history"]]
+    steps = [_parse_data(step) for step in data["history"]]
+    for k, step in enumerate(steps, 1):
+        if step.placement[0] == "result" and step.placement[1] >= k:
+            raise CaseTokenError(
+                f"its call {k} passes back the result of call {step.placement[1]}, not an earlier one"
+            )
+    return steps
 
 
 def _parse_data(data: Any) -> CaseData:
@@ -493,7 +568,24 @@ def _parse_data(data: Any) -> CaseData:
             )
     if (m is None) != (data["mesh_arg"] != "mesh"):
         raise CaseTokenError("its mesh and its mesh argument disagree")
-    return CaseData(values, ids, shape, axes, data["mesh_arg"], _placement(data["placement"]))
+    clocks = data.get("clocks_ahead", 0)
+    if type(clocks) is not int or clocks < 0:
+        raise CaseTokenError("its clocks are not a whole number of seconds ahead")
+    under = data.get("under", [])
+    if not (
+        under == []
+        or (
+            isinstance(under, list)
+            and len(under) == 2
+            and under[0] == "default_device"
+            and type(under[1]) is int
+        )
+        or (under == ["set_mesh"] and m is not None)
+    ):
+        raise CaseTokenError(f"its context {under!r} is none the kit knows")
+    return CaseData(
+        values, ids, shape, axes, data["mesh_arg"], _placement(data["placement"]), clocks, tuple(under)
+    )
 
 
 def decode(token: str) -> Case:
@@ -520,4 +612,4 @@ def _made(data: CaseData) -> Case:
     mesh = None
     if data.mesh_ids is not None:
         mesh = make_mesh(list(data.mesh_ids), data.mesh_shape, data.mesh_axes)
-    return Case(data.values, mesh, data.mesh_arg, data.placement)
+    return Case(data.values, mesh, data.mesh_arg, data.placement, data.clocks_ahead, data.under)

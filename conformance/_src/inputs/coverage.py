@@ -13,7 +13,12 @@ Four axes cut the space of single calls into cells:
   device), a 1-D mesh, a 2-D mesh with both axes of 2+ devices, a 2-D mesh
   whose data axis has one device (the vector replicated over ``model``);
 * ``length``: empty, short (up to 64), medium (up to 4096), long (up to 2**20 + 7: 2**20 + 1
-  rounded up to a multiple of the data axis).
+  rounded up to a multiple of the data axis).  A long length has a tier besides (``TIERS``,
+  ``tier_of``): next to 4096, 8192 or 65536 elements, or 1 MiB; a long (dtype, mesh) group's
+  placements take the four in turn, so every dtype meets every tier by construction
+  (schedule.Schedule.tier).  The fifth tier, past 32 MiB, is no cell: every dtype gets one input
+  there every run, judged by the checks of values, layout and no false error
+  (schedule.Schedule.huge_cases).
 
 A check declares the axes it spans (``Axes``); its cells are a covering
 design of them (``design``: every pair of values of two of dtype, mesh and
@@ -49,6 +54,43 @@ LENGTHS = ("empty", "short", "medium", "long")
 SHORT_MAX = 64
 MEDIUM_MAX = 4096
 LONG_MAX = 2**20 + 7  # 2**20 + 1 rounded up to a multiple of a data axis of up to 8 devices
+# The tiers of long lengths: next to the thresholds where implementations change path (a chunked
+# loop, a kernel for packed words, offloading, a memory limit), each one past the one before.
+# The cells' long lengths take the first four (Schedule.tier); the last is past 32 MiB
+# (Schedule.huge_cases): 2**23 + 8 float32 elements, the widest dtype at 64 MiB or more.
+TIERS = ("4096", "8192", "65536", "1 MiB", "32 MiB")
+LONG_TIERS = TIERS[:4]
+HUGE_BYTES = 2**25  # the last tier is past this many bytes, and past HUGE_ELEMENTS elements
+HUGE_ELEMENTS = 2**23
+
+
+def tier_power(tier: str, itemsize: int) -> int:
+    """The threshold a tier's lengths lie next to (``Schedule.length``): a power of two of
+    elements, or the elements of 1 MiB (at least 2**17) or of 32 MiB (at least 2**23)."""
+    if tier == "1 MiB":
+        return max(2**17, 2**20 // itemsize)
+    if tier == "32 MiB":
+        return max(HUGE_ELEMENTS, HUGE_BYTES // itemsize)
+    return 2 ** {"4096": 12, "8192": 13, "65536": 16}[tier]
+
+
+def tier_of(n: int, itemsize: int) -> str | None:
+    """The tier of a long length ``n`` of elements of ``itemsize`` bytes (None: not long).  A
+    tier's lengths lie within 8 of its threshold or past it (a data axis of up to 8 devices
+    rounds them down), and short of the next tier's."""
+    if n <= MEDIUM_MAX:
+        return None
+    if n > tier_power("32 MiB", itemsize):
+        return "32 MiB"
+    if n >= tier_power("1 MiB", itemsize):
+        return "1 MiB"
+    if n >= 2**16 - 8:
+        return "65536"
+    if n >= 2**13 - 8:
+        return "8192"
+    return "4096"
+
+
 # The length classes whose every length (120 and up) has room for every edge value of a dtype
 # (30 at most), strategies.EDGE_ROOM times over: strategies.values_from puts each one in it.
 ROOMY = ("medium", "long")

@@ -17,7 +17,17 @@ fails.  Two rules make the steps:
   digits where there are ten or more devices).  Any dtype of the contract,
   any placement of ``x``, a length of 1 to 3 times the data axis;
 * ``revisit``: an earlier call's (shape, dtype, mesh) again, with new values
-  and any placement.
+  and any placement;
+* ``pass_back``: a result the implementation returned (the last one, or an earlier one the
+  caller still holds: ``HELD``) passed back as ``x`` (``y = f(y)``, ``f(f(x))``), on its own
+  mesh or another one of the history whose data axis divides its length;
+* ``raise_between``: a call on an earlier call's mesh and dtype with a length its data axis does
+  not divide (it must raise the contract's error), then that earlier (shape, dtype, mesh) again;
+* ``time_passes``: minutes pass before the next call, as the implementation's clocks read them
+  (clocks.py: they jump ahead during its calls; the kit's own timing stays true).
+
+After every call, every result the caller still holds (the last ``HELD``) must be intact:
+neither deleted (donated) nor changed by a later call.
 
 After every step, the invariant ``recall`` calls the least recently used
 (shape, dtype, mesh) of the history again (what a bounded cache evicts first:
@@ -106,11 +116,19 @@ SHRINK_STOPPED = (
     "(state.histories, set per --hypothesis-profile); the history below is the shortest found by then"
 )
 EVICTING = 4  # a revisit after this many other keys is past what a cache of 4 entries keeps
+HELD = 8  # the caller holds its last this many results: passed back, and judged intact after each call
+# How far the implementation's clocks jump ahead when time passes (time_passes), in minutes.
+MINUTES = (1, 10, 61, 24 * 60)
 # The planned deep history calls each of its keys this many times in every placement kind: half of
 # them in a row, half between another key's calls (SPEC, "state.histories").
 DEPTH = 12
 
 Key = tuple[Any, ...]
+
+
+def indivisible(case: Case) -> bool:
+    """A call whose length the data axis does not divide: it must raise the contract's error."""
+    return case.n % data_axis_size(case.mesh) != 0
 
 
 def mesh_key(mesh: Mesh | None) -> Key | None:
@@ -143,7 +161,7 @@ def twin(case: Case) -> Case | None:
         mesh_arg = "none" if case.mesh_arg == "omit" else "omit"
     if placement == case.placement and mesh_arg == case.mesh_arg:
         return None
-    return Case(case.values, case.mesh, mesh_arg, placement)
+    return Case(case.values, case.mesh, mesh_arg, placement, case.clocks_ahead)
 
 
 def _runs(name: str, compiled: str) -> bool:
@@ -192,9 +210,17 @@ class HistoryReach:
     deepest: int = 0  # the most calls of one key in one planned history
     deepest_in_a_row: int = 0  # the most calls of one key in a row
     joined_alike: int = 0  # planned calls on meshes whose ids join alike (1, 10 / 11, 0)
+    passed_back: int = 0  # calls given an earlier result of the implementation as x
+    raised_between: int = 0  # calls that raised the contract's error between calls of one key
+    time_passed: int = 0  # calls after the implementation's clocks jumped ahead
 
     def count_planned(self, steps: list[Case]) -> None:
         self.planned_steps += len(steps)
+        self.passed_back += sum(case.placement[0] == "result" for case in steps)
+        self.raised_between += sum(map(indivisible, steps))
+        self.time_passed += sum(
+            b.clocks_ahead > a.clocks_ahead for a, b in zip(steps, steps[1:], strict=False)
+        )
         keys = [call_key(case) for case in steps]
         self.deepest = max(self.deepest, *(keys.count(key) for key in keys))
         run = 0
@@ -212,6 +238,9 @@ class HistoryReach:
             "most calls of one key": self.deepest,
             "most calls of one key in a row": self.deepest_in_a_row,
             "calls on meshes whose ids join alike": self.joined_alike,
+            "results passed back": self.passed_back,
+            "errors between calls of one key": self.raised_between,
+            "calls after time passed": self.time_passed,
             "histories": self.histories,
             "steps": self.steps,
             "revisits": self.revisits,
@@ -347,6 +376,7 @@ class _Session:
     judge_step: Callable[[list[Case], Case], bool]  # judges one step; False: not judged (refused)
     dtypes: list[np.dtype]
     placements: Sequence[str] | None
+    raises: bool  # the contract names an error for lengths the data axis does not divide
     reach: HistoryReach = field(default_factory=HistoryReach)
 
 
@@ -361,17 +391,24 @@ class _Histories(RuleBasedStateMachine):
         self.meshes: list[Mesh | None] = [None]
         self.order: list[tuple[Any, str]] = []  # (mesh, dtype) keys, in order of first use
         self.lru: dict[Key, Case] = {}  # each (shape, dtype, mesh): its last call, least recent first
+        self.clock = 0  # seconds the implementation's clocks read ahead (time_passes)
+        self.jumped = False  # the clocks jumped since the last call
         self.session.reach.histories += 1
 
     def _step(self, case: Case, how: str) -> None:
         reach = self.session.reach
         if not self.session.judge_step(self.steps, case):
             return
-        self.lru.pop(call_key(case), None)
-        self.lru[call_key(case)] = case
         self.steps.append(case)
         reach.steps += 1
         reach.moves[how] = reach.moves.get(how, 0) + 1
+        reach.passed_back += case.placement[0] == "result"
+        reach.time_passed += self.jumped
+        self.jumped = False
+        if indivisible(case):  # it raised, as it must: no key of the history
+            return
+        self.lru.pop(call_key(case), None)
+        self.lru[call_key(case)] = case
         if case.mesh not in self.meshes:
             self.meshes.append(case.mesh)
         pair = (mesh_key(case.mesh), str(case.dtype))
@@ -389,9 +426,12 @@ class _Histories(RuleBasedStateMachine):
         # every call, cheap to draw; values themselves are the other checks' business.
         seed = data.draw(st.integers(0, 2**32 - 1), label="values seed")
         values = values_from(np.random.default_rng(seed), dtype, n)
-        placement = data.draw(cst.placements(length=n, kinds=self.session.placements), label="placement")
+        divides = n % data_axis_size(mesh) == 0  # else no target layout to be in
+        placement = data.draw(
+            cst.placements(length=n, kinds=self.session.placements, target=divides), label="placement"
+        )
         mesh_arg: MeshArg = "mesh" if mesh is not None else data.draw(st.sampled_from(["omit", "none"]))
-        return Case(values, mesh, mesh_arg, placement)
+        return Case(values, mesh, mesh_arg, placement, self.clock)
 
     @rule(how=st.sampled_from(MESH_MOVES), pick=st.integers(0, 255), data=st.data())
     def call(self, how: str, pick: int, data: st.DataObject) -> None:
@@ -401,11 +441,55 @@ class _Histories(RuleBasedStateMachine):
         n = data_axis_size(mesh) * data.draw(st.sampled_from(MULTIPLES), label="multiple")
         self._step(self._case(mesh, dtype, n, data), how)
 
-    @precondition(lambda self: bool(self.steps))
+    @precondition(lambda self: any(not indivisible(step) for step in self.steps))
     @rule(pick=st.integers(0, 255), data=st.data())
     def revisit(self, pick: int, data: st.DataObject) -> None:
-        earlier = self.steps[pick % len(self.steps)]  # shrinks to the oldest call, which caches evict first
+        called = [step for step in self.steps if not indivisible(step)]  # a call that raised is no key
+        earlier = called[pick % len(called)]  # shrinks to the oldest call, which caches evict first
         self._step(self._case(earlier.mesh, earlier.dtype, earlier.n, data), "revisit")
+
+    def _held(self) -> list[int]:
+        """The calls whose results the caller still holds (1-based), the last first."""
+        first = max(0, len(self.steps) - HELD)
+        return [k for k in range(len(self.steps), first, -1) if not indivisible(self.steps[k - 1])]
+
+    @precondition(lambda self: bool(self._held()))
+    @rule(back=st.integers(0, HELD - 1), pick=st.integers(0, 255), data=st.data())
+    def pass_back(self, back: int, pick: int, data: st.DataObject) -> None:
+        """A result the caller holds, passed back as x: the last one first (shrinking prefers it),
+        on its own call's mesh first, else another mesh of the history that divides its length."""
+        held = self._held()
+        k = held[back % len(held)]
+        given = self.steps[k - 1]
+        meshes = [given.mesh] + [
+            m for m in self.meshes if m is not given.mesh and given.n % data_axis_size(m) == 0
+        ]
+        mesh = meshes[pick % len(meshes)]
+        mesh_arg: MeshArg = "mesh" if mesh is not None else data.draw(st.sampled_from(["omit", "none"]))
+        # The values are the result's, which the judge reads from the result itself.
+        self._step(Case(given.values, mesh, mesh_arg, ("result", k), self.clock), "pass-back")
+
+    def _divisible_meshes(self) -> list[Case]:
+        return [step for step in self.steps if data_axis_size(step.mesh) > 1 and not indivisible(step)]
+
+    @precondition(lambda self: self.session.raises and bool(self._divisible_meshes()))
+    @rule(pick=st.integers(0, 255), extra=st.integers(1, 255), data=st.data())
+    def raise_between(self, pick: int, extra: int, data: st.DataObject) -> None:
+        """An error between two calls of one key: an earlier call's mesh and dtype with a length
+        its data axis does not divide, then that call's (shape, dtype, mesh) again."""
+        earlier = self._divisible_meshes()[pick % len(self._divisible_meshes())]
+        size = data_axis_size(earlier.mesh)
+        n = earlier.n + 1 + (extra - 1) % (size - 1)
+        self._step(self._case(earlier.mesh, earlier.dtype, n, data), "raise-between")
+        if self.steps and indivisible(self.steps[-1]):
+            self.session.reach.raised_between += 1
+        self._step(self._case(earlier.mesh, earlier.dtype, earlier.n, data), "after-raise")
+
+    @rule(minutes=st.sampled_from(MINUTES))
+    def time_passes(self, minutes: int) -> None:
+        """Minutes pass before the next call, as the implementation's clocks read them."""
+        self.clock += 60 * minutes
+        self.jumped = True
 
     @invariant()
     def recall(self) -> None:
@@ -418,7 +502,10 @@ class _Histories(RuleBasedStateMachine):
         for again in (last, twin(last)):
             if again is not None:
                 values = values_from(rng, again.dtype, again.n)
-                self._step(Case(values, again.mesh, again.mesh_arg, again.placement), "recall")
+                placement = again.placement
+                if placement[0] == "result" and placement[1] not in self._held():
+                    placement = ("target",)  # the caller dropped that result: one in the same layout
+                self._step(Case(values, again.mesh, again.mesh_arg, placement, self.clock), "recall")
 
 
 def search(
@@ -441,7 +528,8 @@ def search(
     """
     from hypothesis import settings
 
-    session = _Session(judge_step, dtypes_in_domain(contract, x64=x64), placements, reach)
+    raises = contract.raises is not None and contract.takes_mesh
+    session = _Session(judge_step, dtypes_in_domain(contract, x64=x64), placements, raises, reach)
     machine = type("Histories", (_Histories,), {"session": session})
     # No explain phase: it re-runs the shrunk history with every step varied (compiles, each).
     loaded = settings.default  # the profile's phases where the kit sets none (no shrinking in mutant runs)
@@ -473,7 +561,8 @@ def planned(
       separator (1, 10 and 11, 0), called in turn;
     * names swapped (2 or more devices): one device array as a 2-D mesh, ('data', other) and
       ('other', 'data'), called in turn: a cache keyed on the devices alone (their shape, ids or
-      order) gives one of them the other's layout.
+      order) gives one of them the other's layout;
+    * the other moves (2 or more devices, a contract with a mesh): ``_moves``.
     """
     rng = random.Random(f"planned/{seed}")
     dtypes = dtypes_in_domain(contract, x64=x64)
@@ -518,7 +607,69 @@ def planned(
         found.append(turns)
     if len(every) >= 2:
         found.append(_names_swapped(every, float32, kinds, rng))
+    if len(every) >= 2 and contract.takes_mesh:
+        found.append(_moves(every, float32, contract.raises is not None, rng))
     return found
+
+
+def first_calls(*, contract: Contract, seed: int = 0) -> list[list[Case]]:
+    """The histories ``state.first-call`` replays, each in a fresh process whose first call is
+    the history's first (2 or more devices, a contract with a mesh):
+
+    * under ``jax.default_device(the last device)``, ``f(x)`` (its result still on the first
+      device), then plain calls without a mesh, and one on a mesh away from the first device;
+    * where JAX has a mesh context, under ``jax.set_mesh(mesh)``, ``f(x, mesh=mesh)`` over devices
+      away from the first (JAX refuses a jit over other devices than the context's), then plain
+      calls without a mesh and on that mesh.
+    """
+    from conformance._src.calling.context import set_mesh_available
+
+    every = [int(d.id) for d in jax.devices()]
+    if len(every) < 2 or not contract.takes_mesh:
+        return []
+    rng = random.Random(f"first/{seed}")
+    dtypes = dtypes_in_domain(contract)
+    dtype = np.dtype("float32") if np.dtype("float32") in dtypes else dtypes[0]
+    away = make_mesh(every[-2:], (2,), (DATA_AXIS,))
+
+    def fresh() -> np.ndarray:
+        return values_from(np.random.default_rng(rng.getrandbits(32)), dtype, 4)
+
+    plain = [
+        Case(fresh(), None, "omit"),
+        Case(fresh(), None, "none", ("numpy",)),
+        Case(fresh(), away, "mesh"),
+    ]
+    found = [[Case(fresh(), None, "omit", under=("default_device", every[-1])), *plain]]
+    if set_mesh_available():
+        found.append([Case(fresh(), away, "mesh", under=("set_mesh",)), *plain])
+    return found
+
+
+def _moves(every: list[int], dtype: np.dtype, raises: bool, rng: random.Random) -> list[Case]:
+    """The moves besides calls, each once, between calls of one key: a result passed back on its
+    own mesh (y = f(y)) and then onto the default mesh (f(f(x))); a call that raises (a length
+    the data axis does not divide; where the contract names the error); then the first key
+    again; the clocks 10 minutes ahead, and each key again."""
+    mesh = make_mesh(every[:2], (2,), (DATA_AXIS,))
+
+    def fresh(n: int) -> np.ndarray:
+        return values_from(np.random.default_rng(rng.getrandbits(32)), dtype, n)
+
+    first = Case(fresh(4), mesh, "mesh")
+    steps = [
+        first,
+        Case(first.values, mesh, "mesh", ("result", 1)),  # the values are the result's (the judge reads them)
+        Case(first.values, None, "omit", ("result", 2)),
+    ]
+    if raises:
+        steps.append(Case(fresh(5), mesh, "mesh"))
+    steps += [
+        Case(fresh(4), mesh, "mesh"),
+        Case(fresh(4), mesh, "mesh", clocks_ahead=600),
+        Case(fresh(4), None, "omit", clocks_ahead=600),
+    ]
+    return steps
 
 
 def _names_swapped(every: list[int], dtype: np.dtype, kinds: list[str], rng: random.Random) -> list[Case]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import random
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import jax
@@ -43,6 +44,10 @@ from conformance._src.library.strategies import OTHER_AXIS, values_from
 
 # The octaves of lengths every run gives one input (Schedule.octave_cases): (2**4, 2**5) to (2**19, 2**20).
 OCTAVES = range(4, 20)
+
+# The placements of the inputs past 32 MiB (Schedule.huge_cases), in turn: none that copies them
+# to several devices (replicated elsewhere), or into a larger buffer (a strided view).
+HUGE_PLACEMENTS = ("numpy", "uncommitted", "device", "target")
 
 # Orders of the groups the mesh classes' greedy cover tries (Schedule._cover).
 COVER_TRIES = 12
@@ -127,9 +132,10 @@ class Schedule:
 
     Inputs of one dtype, mesh kind and length class share their mesh and
     length, whatever the placement, so that a cell costs a compile per
-    (dtype, mesh, length) and not per placement.  The lengths of a class
-    are the neighbours of its powers of two (2**k - 1, 2**k + 1, a multiple
-    of the data axis next to them), the long ones up to 2**20 + 7.  Values
+    (dtype, mesh, length) and not per placement (a long group: per tier).
+    The lengths of a class are the neighbours of its powers of two (2**k - 1,
+    2**k + 1, a multiple of the data axis next to them), the long ones up to
+    2**20 + 7 (past 32 MiB: ``huge_cases``, no cell's).  Values
     come from ``values_from`` with a generator seeded by ``seed`` and the
     cell, so a ``ci`` run (seed 0) makes the same inputs every time.
     """
@@ -139,7 +145,7 @@ class Schedule:
     _meshes: dict[str, Mesh | None] = field(default_factory=dict)
     _variants: dict[tuple[str, str, str], MeshClass] | None = None
     _cases: dict[tuple[Cell, bool], Case] = field(default_factory=dict)
-    _values: dict[tuple[str, str, str, bool], np.ndarray] = field(default_factory=dict)
+    _values: dict[tuple[str, str, str, str, bool], np.ndarray] = field(default_factory=dict)
     _design: list[coverage.Group] | None = None
 
     def _rng(self, *parts: object) -> random.Random:
@@ -217,31 +223,46 @@ class Schedule:
                 best = (score, chosen)
         return best[1]
 
+    def tier(self, cell: Cell) -> str:
+        """The tier (``coverage.LONG_TIERS``) of a long cell's length.
+
+        The placements of a long (dtype, mesh kind) group take the four tiers
+        in turn (``coverage.PLACEMENTS``' order), from an offset of the group's
+        own: so every dtype meets every tier, on its long group's mesh, by
+        construction, as it meets every mesh kind (a group of 4 placements or
+        more; the seed contract's one placement takes one tier, its octaves
+        the rest).  The design's long groups take the offsets in turn, so every
+        placement and every mesh kind meets every tier too; the seed changes
+        which meets which.  Cells of one tier share their length and values.
+        """
+        longs = [(d, k) for d, k, length in self.design() if length == "long"]
+        if (cell.dtype, cell.mesh) in longs:
+            offset = longs.index((cell.dtype, cell.mesh)) + self.seed
+        else:  # a group a narrower domain adds
+            mesh_index = coverage.MESHES.index(cell.mesh) if cell.mesh in coverage.MESHES else 0
+            offset = zlib.crc32(cell.dtype.encode()) + mesh_index + self.seed
+        place = coverage.PLACEMENTS.index(cell.placement) if cell.placement in coverage.PLACEMENTS else 0
+        return coverage.LONG_TIERS[(offset + place) % len(coverage.LONG_TIERS)]
+
     def length(self, cell: Cell, data_size: int, *, divisible: bool = True) -> int:
         """A length of the cell's class that ``data_size`` divides (or, ``divisible=False``, does not).
 
-        Next to a power of two.  Long vectors come in four tiers, past the
-        thresholds where implementations change path: past 4096 elements, past
-        8192, past 65536, and 1 MiB or more; the design's long groups take the
-        tiers in turn, so every tier comes every run (which dtype and mesh kind
-        get which changes with the seed).
+        Next to a power of two.  Long vectors come in four tiers (``tier``),
+        past the thresholds where implementations change path: past 4096
+        elements, next to 8192, next to 65536, and 1 MiB or more
+        (``coverage.tier_power``).
         """
-        rng = self._rng("length", cell.dtype, cell.mesh, cell.length, data_size, divisible)
+        tier = self.tier(cell) if cell.length == "long" else ""
+        rng = self._rng("length", cell.dtype, cell.mesh, cell.length, tier, data_size, divisible)
         if cell.length == "empty":
             return 0
         if cell.length == "long":
             itemsize = np.dtype(jax.numpy.dtype(cell.dtype)).itemsize
-            longs = [(d, k) for d, k, length in self.design() if length == "long"]
-            if (cell.dtype, cell.mesh) in longs:
-                tier = (longs.index((cell.dtype, cell.mesh)) + self.seed) % 4
-            else:  # a group a narrower domain adds
-                mesh_index = coverage.MESHES.index(cell.mesh) if cell.mesh in coverage.MESHES else 0
-                tier = (zlib.crc32(cell.dtype.encode()) + mesh_index + self.seed) % 4
-            power = [2**12, 2**13, 2**16, max(2**17, 2**20 // itemsize)][tier]
-            n = power + rng.choice([1, -1] if 0 < tier < 3 else [1])
+            power = coverage.tier_power(tier, itemsize)
+            n = power + rng.choice([1, -1] if tier in ("8192", "65536") else [1])
             # The 1 MiB tier stays at 1 MiB or more: a data axis of 3, 5, 6 or 7 rounds it up, past
             # 2**20 + 1 by less than the data axis (coverage.LONG_MAX).
-            bottom, top = (power if tier == 3 else MEDIUM_MAX + 1), LONG_MAX
+            bottom, top = (power if tier == "1 MiB" else MEDIUM_MAX + 1), LONG_MAX
         else:
             top = {"short": SHORT_MAX, "medium": MEDIUM_MAX}[cell.length]
             bottom = {"short": 1, "medium": SHORT_MAX + 1}[cell.length]
@@ -257,13 +278,14 @@ class Schedule:
     def case(self, cell: Cell, *, divisible: bool = True) -> Case:
         """The schedule's input for ``cell`` (a length the data axis does not divide: ``divisible=False``).
 
-        The cells of one dtype, mesh kind and length class share their values:
-        only the placement differs between them.
+        The cells of one dtype, mesh kind and length class (and tier) share their
+        values: only the placement differs between them.
         """
         slot = (cell, divisible)
         if slot not in self._cases:
             mesh = self.mesh(cell.mesh, cell.dtype, cell.length)
-            group = (cell.dtype, cell.mesh, cell.length, divisible)
+            tier = self.tier(cell) if cell.length == "long" else ""
+            group = (cell.dtype, cell.mesh, cell.length, tier, divisible)
             mesh_arg: MeshArg = (
                 "mesh"
                 if mesh is not None
@@ -298,6 +320,44 @@ class Schedule:
             placement: Placement = ("uncommitted",) if seed or k % 2 == 0 else ("numpy",)
             made.append((k, Case(values, None, mesh_arg, placement)))
         return made
+
+    def huge_cases(self) -> Iterator[Case]:
+        """One input past 32 MiB for every dtype of the contract, every run (``coverage.TIERS``'
+        last): ``2**23 + 8`` elements of float32 (32 MiB and 32 bytes), of a wider dtype as many
+        (complex64: 64 MiB), of a narrower one 32 MiB and 8 bytes (2**25 + 8 int8), rounded down
+        to a multiple of the data axis.
+
+        Made one at a time, as asked for, and kept by no one here: a run holds one such input
+        (and its call) at a time.  The dtypes take the mesh kinds in turn (every kind the
+        devices make; 4 devices or more: a 2-D mesh with both axes of 2+ devices, the one
+        ``divisibility.no-false-error`` judges, for two dtypes at least), each its long group's
+        mesh, and the placements ``HUGE_PLACEMENTS`` in turn; the seed shuffles both.  The
+        values are ``values_from``'s, a block of ``TILE`` repeated: every edge value of the
+        dtype, cheap to make.
+        """
+        x64 = bool(jax.config.read("jax_enable_x64"))
+        dtypes, kinds, _ = coverage.whole_space(self.contract, devices=len(jax.devices()), x64=x64)
+        kinds = kinds if self.contract.takes_mesh else ["default"]
+        placements = [p for p in coverage.placement_classes(self.contract) if p in HUGE_PLACEMENTS] or [
+            coverage.placement_classes(self.contract)[0]
+        ]
+        rng = self._rng("huge")
+        rng.shuffle(dtypes)
+        rng.shuffle(kinds)
+        rng.shuffle(placements)
+        for i, name in enumerate(dtypes):
+            kind, place = kinds[i % len(kinds)], placements[(i + i // len(kinds)) % len(placements)]
+            mesh = self.mesh(kind, name, "long")
+            size = data_axis_size(mesh)
+            dtype = np.dtype(jax.numpy.dtype(name))
+            n = coverage.tier_power("32 MiB", dtype.itemsize) + 8
+            n -= n % size
+            mesh_arg: MeshArg = "mesh" if mesh is not None else "omit"
+            if mesh is None and self.contract.takes_mesh:
+                mesh_arg = rng.choice(["omit", "none"])
+            values = values_from(np.random.default_rng(self._rng("huge", name).getrandbits(64)), dtype, n)
+            yield Case(values, mesh, mesh_arg, self.placement(place, n, mesh, self._rng("huge", name, place)))
+            del values
 
     @staticmethod
     def placement(kind: str, n: int, mesh: Mesh | None, rng: random.Random) -> Placement:

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import pytest
 
 from conformance._src import selftest
+from conformance._src.calling import clocks, context
 from conformance._src.calling.calls import (
     RUNAWAY_BYTES,
     RUNAWAY_FACTOR,
@@ -39,6 +40,7 @@ from conformance._src.contract.catalogue import (
     Check,
     CheckFailure,
     Inconclusive,
+    KitError,
     Refused,
     gates_for,
     not_applicable,
@@ -58,6 +60,7 @@ from conformance._src.inputs.schedule import Schedule, mesh_variants
 from conformance._src.inputs.strategies import cases as draw_cases
 from conformance._src.library import jit_probe
 from conformance._src.running import explore, shared_pass
+from conformance._src.running import fresh as fresh_processes
 from conformance._src.running.pool import Pool
 from conformance._src.verdict import CheckVerdict, Status
 
@@ -92,6 +95,7 @@ class Kit:
     _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
     history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
+    fresh: bool = False  # this process was started for one history whose first call is its first (fresh.py)
     _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
     # -- calling the implementation ------------------------------------------------
@@ -114,6 +118,10 @@ class Kit:
             raise jax_bugs.KnownBugHit(bug)  # JAX's own bug, not the implementation's: not judged
         return x, outcome
 
+    def in_fresh_processes(self, tokens: list[str]) -> list[fresh_processes.Answer]:
+        """Judge each history token in a process of its own whose first call is the history's."""
+        return fresh_processes.judge(self, tokens)
+
     def not_judged(self, hit: jax_bugs.KnownBugHit, case: Case | None) -> None:
         """Count an input a known bug of the installed JAX kept from being judged (and its cell)."""
         hits = self._hits.setdefault(self.check_id, {})
@@ -130,18 +138,26 @@ class Kit:
             kind = coverage.arrived_kind(x, case)
             record.arrived[kind] = record.arrived.get(kind, 0) + 1
         kwargs = case.mesh_kwargs()
-        impl = self.impl
+        impl, seconds = self.impl, case.clocks_ahead  # the clocks it reads: ahead by this (clocks.py)
+        under, mesh = case.under, case.mesh  # the context the call is made in (context.py)
         try:
             if watch_jit:
                 values = case.values
-                outcome = self.runner.run(
-                    call_text(case),
-                    lambda: finished(jit_probe.observe(impl, x, input_values=values, **kwargs)),
-                )
+
+                def watched() -> Any:
+                    with clocks.ahead(seconds), context.entered(under, mesh):
+                        return finished(jit_probe.observe(impl, x, input_values=values, **kwargs))
+
+                outcome = self.runner.run(call_text(case), watched)
                 if outcome.error is None:
                     outcome.result, outcome.jit_chain, outcome.executions = outcome.result
             else:
-                outcome = self.runner.run(call_text(case), lambda: finished(impl(x, **kwargs)))
+
+                def plain() -> Any:
+                    with clocks.ahead(seconds), context.entered(under, mesh):
+                        return finished(impl(x, **kwargs))
+
+                outcome = self.runner.run(call_text(case), plain)
         except ImplementationHung as hung:
             stopped = str(hung).startswith("not called:")  # an earlier call ended the session's calls
             try:
@@ -346,6 +362,9 @@ class Kit:
         except CheckFailure as failure:
             record.status, record.message = Status.FAILED, str(failure)
             raise
+        except KitError as error:  # the kit's own fault: a kit error, not the implementation's
+            record.status, record.message = Status.KIT_ERROR, str(error)
+            pytest.fail(str(error), pytrace=False)
         except ImplementationHung as hung:  # not shrunk: ends the check at once
             record.status, record.message = Status.FAILED, str(hung)
             raise CheckFailure(str(hung)) from None

@@ -21,6 +21,26 @@ from conformance._src.running.pool import Pool
 from conformance._src.verdict import CheckVerdict
 
 
+# The checks that judge the inputs past 32 MiB (schedule.Schedule.huge_cases, one per dtype): values,
+# layout and no false error, and what their call shows at no further cost (the result's type and
+# dtype, the jit that made it, x intact).  Not inputs.placements: it would call again, with an
+# uncommitted x of as many bytes.
+HUGE_JUDGES = frozenset(
+    {
+        "result.type",
+        "dtype.preserved",
+        "values.float32",
+        "values.all-dtypes",
+        "layout.default-device",
+        "layout.mesh",
+        "layout.shards",
+        "divisibility.no-false-error",
+        "jit.shardings",
+        "hygiene.input-intact",
+    }
+)
+
+
 class Kit(Protocol):
     """What the shared pass needs of the session that runs the checks (kit.Kit)."""
 
@@ -95,17 +115,20 @@ def run(kit: Kit) -> dict[str, Finding]:
         ),
     )
 
-    def judge_by_all(case: Case, cell: coverage.Cell, *, in_cells: bool = True) -> list[Check]:
+    def judge_by_all(
+        case: Case, cell: coverage.Cell, *, in_cells: bool = True, only: frozenset[str] | None = None
+    ) -> list[Check]:
         """Every member still without a failure whose domain holds ``case`` (and, ``in_cells``,
-        whose cells hold ``cell``) judges it (one call, shared); the checks that judged it, a
-        failure now among them or not."""
+        whose cells hold ``cell``; ``only``: of those checks) judges it (one call, shared); the
+        checks that judged it, a failure now among them or not."""
         judged = []
+        tier = coverage.tier_of(case.n, case.dtype.itemsize)
         for check in members:
             finding = findings[check.id]
             assert check.domain is not None
             if finding.failure is not None or (in_cells and cell not in cells_of[check.id]):
                 continue
-            if not check.domain.accepts(case, kit.contract):
+            if (only is not None and check.id not in only) or not check.domain.accepts(case, kit.contract):
                 continue
             kit.check_id = check.id
             judged.append(check)
@@ -113,6 +136,10 @@ def run(kit: Kit) -> dict[str, Finding]:
                 kit.judge(check, finding.record, case, finding.inconclusive)
             except Exception as failure:  # noqa: BLE001 -- the check's verdict, given when it runs
                 finding.failure = (case, cell, failure)
+            if tier is not None and finding.failure is None:
+                tiers = finding.record.tiers
+                key = f"{tier}: {case.dtype}"
+                tiers[key] = tiers.get(key, 0) + 1
         return judged
 
     previous = kit.check_id
@@ -143,6 +170,12 @@ def run(kit: Kit) -> dict[str, Finding]:
                     octaves = findings[check.id].record.octaves
                     octaves[f"2^{k}"] = octaves.get(f"2^{k}", 0) + 1
             kit.pool.forget(case)
+        for case in kit.schedule.huge_cases():  # past 32 MiB, every dtype: one call, judged by a few
+            judge_by_all(case, coverage.cell_of(case), in_cells=False, only=HUGE_JUDGES)
+            kit.pool.forget(case)
+            kit.pool.withdraw(case)
+            kit.pool.drop_held()
+            del case  # the next one's values are made after this one's are dropped
     finally:
         kit.pool.release()
         kit.check_id, kit.in_schedule = previous, False
@@ -163,6 +196,7 @@ def take(kit: Kit, check: Check, record: CheckVerdict, inconclusive: list[str]) 
     record.coverage.update(found.coverage)
     record.mesh_classes.update(found.mesh_classes)
     record.octaves.update(found.octaves)
+    record.tiers.update(found.tiers)
     record.cells, record.scheduled, record.unvisited = found.cells, found.scheduled, list(found.unvisited)
     record.not_judged = list(found.not_judged)
     inconclusive.extend(finding.inconclusive)

@@ -241,7 +241,6 @@ def launcher_verdict(
     ``rerun`` turns a one-process rerun command into the launcher's.
     """
     from conformance._src.calling.supervise import crash_verdict
-    from conformance._src.report import Report
 
     died = [e for e in endings if not e.done and not e.killed]
     states = {}
@@ -250,12 +249,8 @@ def launcher_verdict(
             states[ending.rank] = json.loads((folder / f"process-{ending.rank}.report.json").read_text())
     if not died or not states:
         return None, None
-    state = states[min(states)]  # process 0's, unless it never got there
-    results = [CheckVerdict.from_dict(v) for v in state.pop("results")]
-    path, timeout = state.pop("report_path"), float(state.pop("timeout"))
-    report = Report(**state)
-    for verdict in results:
-        report.add(verdict)
+    report, path, timeout = _from_state(states[min(states)])  # process 0's, unless it never got there
+    results = list(report.results.values())
 
     def log(rank: int, name: str) -> str | None:
         with contextlib.suppress(OSError):
@@ -294,6 +289,30 @@ def launcher_verdict(
             )
             verdict.message += f"\n  process {other.rank}: {how}"
     report.add(with_xfail(verdict, report.xfails))
+    return report, path
+
+
+def _from_state(state: dict[str, Any]) -> tuple[Report, str | None, float]:
+    """A process's Report as it left it for the launcher (``save_report``), its report path and timeout."""
+    from conformance._src.report import Report
+
+    state = dict(state)
+    results = [CheckVerdict.from_dict(v) for v in state.pop("results")]
+    path, timeout = state.pop("report_path"), float(state.pop("timeout"))
+    report = Report(**state)
+    for verdict in results:
+        report.add(verdict)
+    return report, path, timeout
+
+
+def state_report(folder: Path, rank: int) -> tuple[Report | None, str | None]:
+    """Process ``rank``'s Report as it left it for the launcher, and its report path (None, None:
+    it left none)."""
+    try:
+        state = json.loads((folder / f"process-{rank}.report.json").read_text())
+    except (OSError, ValueError):
+        return None, None
+    report, path, _ = _from_state(state)
     return report, path
 
 
