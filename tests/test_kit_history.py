@@ -201,11 +201,24 @@ def test_every_mesh_move_makes_a_mesh_over_the_devices(how: str, data: st.DataOb
 def _judge_with(impl: object) -> tuple[list[list[Case]], object]:
     """A judge_step for history.search that calls ``impl`` and fails on wrong values."""
     seen: list[list[Case]] = []
+    results: list[object] = []  # each call's result (None: it raised), as the caller holds them
 
     def judge(earlier: list[Case], case: Case) -> bool:
         seen.append([*earlier, case])
-        result = impl(case.make_input(), **case.mesh_kwargs())  # type: ignore[operator]
+        del results[len(earlier) :]
+        if case.placement[0] == "result":  # an earlier result passed back: its values are the input
+            x = results[case.placement[1] - 1]
+            case = Case(np.asarray(x), case.mesh, case.mesh_arg, case.placement)
+        else:
+            x = case.make_input()
+        if history.indivisible(case):
+            with pytest.raises(ValueError):
+                impl(x, **case.mesh_kwargs())  # type: ignore[operator]
+            results.append(None)
+            return True
+        result = impl(x, **case.mesh_kwargs())  # type: ignore[operator]
         assert oracle.first_mismatch(case.values, np.asarray(result)) is None
+        results.append(result)
         return True
 
     return seen, judge
@@ -230,8 +243,8 @@ def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
     assert reach.most_meshes >= 8 and reach.most_keys >= 6 and reach.deep_revisits >= 1
     assert set(reach.moves) >= set(history.MESH_MOVES) - {"again"}
     for calls in seen:
-        for case in calls:
-            assert case.n % data_axis_size(case.mesh) == 0 and case.n > 0
+        for case in calls:  # a length the data axis divides, but in the calls meant to raise
+            assert history.indivisible(case) or (case.n % data_axis_size(case.mesh) == 0 and case.n > 0)
 
 
 def test_every_run_plans_one_device_array_with_its_axis_names_swapped() -> None:
@@ -255,8 +268,8 @@ def test_every_run_plans_one_device_array_with_its_axis_names_swapped() -> None:
     ]
     assert len(swapped) >= 3
     for steps in planned:
-        for case in steps:
-            assert case.n % data_axis_size(case.mesh) == 0 and case.n > 0
+        for case in steps:  # a length the data axis divides, but in the calls meant to raise
+            assert history.indivisible(case) or (case.n % data_axis_size(case.mesh) == 0 and case.n > 0)
 
 
 def test_the_twin_of_a_call_is_passed_the_other_way_jit_treats_alike() -> None:
@@ -274,9 +287,12 @@ def test_every_step_is_followed_by_a_recall() -> None:
 
     _, judge = _judge_with(pjit_double)
     reach = history.HistoryReach()
-    history.search(judge, reach, contract=named("full"), options={**FAST, "max_examples": 2})  # type: ignore[arg-type]
-    recalls = reach.moves["recall"]
-    assert recalls >= reach.steps - recalls  # one recall (then its twin, where it has one) per step
+    history.search(judge, reach, contract=named("full"), options={**FAST, "max_examples": 4})  # type: ignore[arg-type]
+    recalls = reach.moves.get("recall", 0)
+    steps = (
+        reach.steps - recalls - reach.moves.get("after-raise", 0)
+    )  # a raise and the call after it: one rule
+    assert recalls >= steps  # one recall (then its twin, where it has one) per rule
 
 
 def test_a_failing_history_is_shrunk_to_the_shortest_one_hypothesis_finds() -> None:
@@ -364,3 +380,78 @@ def test_a_permuted_mesh_moves_some_shard_where_its_data_axis_can(
         if base.shape["data"] > 1:
             slots = history._data_slots(base, len(ids))
             assert any(slots[ids.index(d)] != slots[k] for k, d in enumerate(moved)), (order, moved)
+
+
+# -- the moves besides calls: results passed back, errors between calls, time passing, contexts --
+
+
+def test_a_history_token_keeps_results_passed_back_the_clocks_and_the_context() -> None:
+    from conformance._src.inputs.case import CaseTokenError, encode, parse
+
+    first = _case([0, 1], 4)
+    steps = [
+        Case(first.values, None, "omit", ("uncommitted",), under=("default_device", 3)),
+        first,
+        Case(first.values, first.mesh, "mesh", ("result", 2), clocks_ahead=600),
+        Case(first.values, first.mesh, "mesh", ("uncommitted",), under=("set_mesh",)),
+    ]
+    back = decode_history(encode_history(steps))
+    assert [(c.placement, c.clocks_ahead, c.under) for c in back] == [
+        (c.placement, c.clocks_ahead, c.under) for c in steps
+    ]
+    assert "the result call 2 returned" in back[2].describe() and "10 min ahead" in back[2].describe()
+    assert "jax.default_device(device 3)" in back[0].describe()
+    with pytest.raises(CaseTokenError, match="earlier one"):  # a result not yet returned
+        parse_history(encode_history([Case(first.values, None, "omit", ("result", 1))]))
+    with pytest.raises(CaseTokenError, match="history"):  # a lone case has no results to pass back
+        parse(encode(steps[2]))
+
+
+def test_the_clocks_read_ahead_on_the_calling_thread_only_while_it_calls() -> None:
+    import threading
+    import time
+
+    from conformance._src.calling import clocks
+
+    seen: dict[str, float] = {}
+
+    def other_thread() -> None:
+        seen["other"] = time.time()
+
+    before = time.time()
+    with clocks.ahead(3600):
+        seen["monotonic_ns"] = time.monotonic_ns() / 1e9 - time.perf_counter() + time.perf_counter()
+        seen["here"] = time.time()
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+    after = time.time()
+    assert seen["here"] - before >= 3600 and seen["other"] - before < 60 and after - before < 60
+    assert time.time is not None and time.time.__module__ in ("time", None)  # the true clock is back
+
+
+def test_every_run_plans_a_result_passed_back_an_error_between_calls_and_time_passing() -> None:
+    steps = history.planned(contract=named("full"))[-1]
+    assert [c.placement for c in steps[1:3]] == [("result", 1), ("result", 2)]
+    raising = [k for k, c in enumerate(steps) if history.indivisible(c)]
+    assert raising and history.call_key(steps[raising[0] + 1]) == history.call_key(steps[0])
+    assert any(
+        b.clocks_ahead > a.clocks_ahead and history.call_key(a) == history.call_key(b)
+        for a, b in itertools.pairwise(steps)
+    )
+
+
+def test_the_search_passes_results_back_raises_between_calls_and_lets_time_pass() -> None:
+    from reference import pjit_double
+
+    _, judge = _judge_with(pjit_double)
+    reach = history.HistoryReach()
+    history.search(judge, reach, contract=named("full"), options={**FAST, "max_examples": 30})  # type: ignore[arg-type]
+    assert reach.moves.get("pass-back") and reach.moves.get("raise-between") and reach.time_passed
+
+
+def test_every_run_makes_a_first_call_under_each_context_in_a_fresh_process() -> None:
+    found = history.first_calls(contract=named("full"))
+    assert [steps[0].under for steps in found] == [("default_device", DEVICES - 1), ("set_mesh",)]
+    assert all(not step.under for steps in found for step in steps[1:])
+    assert history.first_calls(contract=named("seed")) == []  # no mesh: nothing to carry over

@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from conformance._src.library.show import make_mesh
-from conformance._src.library.values import TILE
+from conformance._src.library.values import TILE, tile_edits
 
 MeshArg = Literal["omit", "none", "mesh"]
 
@@ -342,12 +342,10 @@ _MAX_EDITS = 256
 def _values_field(values: np.ndarray) -> dict[str, Any]:
     n = len(values)
     if n > 4 * TILE:
-        bits = np.ascontiguousarray(values).view(np.uint8).reshape(n, -1)
         best: tuple[int, np.ndarray, np.ndarray] | None = None
         for k in range(3):  # a block every position agrees with but for a few: one of the first three
             block = values[k * TILE : (k + 1) * TILE]
-            tiled = np.resize(np.ascontiguousarray(block).view(np.uint8).reshape(TILE, -1), bits.shape)
-            edits = np.flatnonzero((bits != tiled).any(axis=1))
+            edits = tile_edits(values, block)  # word by word: cheap past 32 MiB
             if best is None or len(edits) < best[0]:
                 best = (len(edits), block, edits)
             if len(edits) <= _MAX_EDITS:

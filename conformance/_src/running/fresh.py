@@ -33,27 +33,34 @@ class Answer:
     kit_error: str | None = None
 
 
-def judge(kit: Any, tokens: list[str]) -> list[Answer]:
-    """Replay each history token in a fresh process of its own, all side by side."""
+def start(kit: Any, tokens: list[str], started: dict[str, subprocess.Popen[str]]) -> None:
+    """Start a fresh process for each token not in ``started`` (kept there): a run starts its
+    own early (``Kit.start_fresh_processes``), so that they overlap the other checks."""
     request = {
         "spec": kit.spec,
         "contract": kit.contract_spec or kit.contract.name,
         "devices": kit.devices,
         "call_timeout": kit.call_timeout,
     }
-    started = [
-        subprocess.Popen(
-            [sys.executable, "-m", __name__, json.dumps({**request, "token": token})],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for token in tokens
-    ]
+    for token in tokens:
+        if token not in started:
+            started[token] = subprocess.Popen(
+                [sys.executable, "-m", __name__, json.dumps({**request, "token": token})],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+
+
+def judge(kit: Any, tokens: list[str], started: dict[str, subprocess.Popen[str]]) -> list[Answer]:
+    """Replay each history token in a fresh process of its own, all side by side (those in
+    ``started`` were started earlier); each one's answer."""
+    start(kit, tokens, started)
     answers = []
     limit = 8 * kit.call_timeout + 120  # start-up, then a few calls of up to a timeout each
-    for process in started:
+    for token in tokens:
+        process = started.pop(token)
         try:
             out, err = process.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -63,6 +70,14 @@ def judge(kit: Any, tokens: list[str]) -> list[Answer]:
             continue
         answers.append(_answer(out, err, process.returncode))
     return answers
+
+
+def stop(started: dict[str, subprocess.Popen[str]]) -> None:
+    """End the fresh processes no check collected (the run ended before state.first-call)."""
+    for process in started.values():
+        if process.poll() is None:
+            kill_tree(process.pid)
+    started.clear()
 
 
 def _answer(out: str, err: str, returncode: int) -> Answer:

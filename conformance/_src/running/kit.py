@@ -13,6 +13,7 @@ a skip.
 
 from __future__ import annotations
 
+import atexit
 import time
 import traceback
 import weakref
@@ -46,7 +47,7 @@ from conformance._src.contract.catalogue import (
     not_applicable,
 )
 from conformance._src.declared.contract import Contract
-from conformance._src.inputs import coverage
+from conformance._src.inputs import coverage, history
 from conformance._src.inputs.case import (
     Case,
     call_text,
@@ -96,6 +97,7 @@ class Kit:
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
     history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
     fresh: bool = False  # this process was started for one history whose first call is its first (fresh.py)
+    _fresh_started: dict[str, Any] = field(default_factory=dict)  # history token -> its fresh process
     _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
     # -- calling the implementation ------------------------------------------------
@@ -120,7 +122,19 @@ class Kit:
 
     def in_fresh_processes(self, tokens: list[str]) -> list[fresh_processes.Answer]:
         """Judge each history token in a process of its own whose first call is the history's."""
-        return fresh_processes.judge(self, tokens)
+        return fresh_processes.judge(self, tokens, self._fresh_started)
+
+    def start_fresh_processes(self) -> None:
+        """Start state.first-call's fresh processes now, to overlap the checks before it (a run
+        of the whole suite, or one that selects it, without --case)."""
+        check = fresh_processes.CHECK
+        if self.replay is not None or (self.selected is not None and check not in self.selected):
+            return
+        if not_applicable(check, self.contract) is not None:
+            return
+        steps = history.first_calls(contract=self.contract, seed=self.schedule.seed)
+        fresh_processes.start(self, [encode_history(one) for one in steps], self._fresh_started)
+        atexit.register(fresh_processes.stop, self._fresh_started)  # none outlives the run
 
     def not_judged(self, hit: jax_bugs.KnownBugHit, case: Case | None) -> None:
         """Count an input a known bug of the installed JAX kept from being judged (and its cell)."""
@@ -364,7 +378,7 @@ class Kit:
             raise
         except KitError as error:  # the kit's own fault: a kit error, not the implementation's
             record.status, record.message = Status.KIT_ERROR, str(error)
-            pytest.fail(str(error), pytrace=False)
+            raise pytest.fail.Exception(str(error), pytrace=False) from None
         except ImplementationHung as hung:  # not shrunk: ends the check at once
             record.status, record.message = Status.FAILED, str(hung)
             raise CheckFailure(str(hung)) from None

@@ -267,6 +267,8 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
             selected=frozenset(config.getoption("--check")) or None,
         )
     config.stash[KIT_KEY] = kit
+    if isinstance(kit, Kit) and cluster is None:
+        kit.start_fresh_processes()  # they run beside the checks before state.first-call
     if call_log is None and cluster is not None:
         from conformance._src.calling.distributed import state_dir
 
