@@ -562,7 +562,8 @@ def planned(
     * names swapped (2 or more devices): one device array as a 2-D mesh, ('data', other) and
       ('other', 'data'), called in turn: a cache keyed on the devices alone (their shape, ids or
       order) gives one of them the other's layout;
-    * the other moves (2 or more devices, a contract with a mesh): ``_moves``.
+    * the other moves, each in a short history (2 or more devices, a contract with a mesh):
+      ``_moves``.
     """
     rng = random.Random(f"planned/{seed}")
     dtypes = dtypes_in_domain(contract, x64=x64)
@@ -608,7 +609,7 @@ def planned(
     if len(every) >= 2:
         found.append(_names_swapped(every, float32, kinds, rng))
     if len(every) >= 2 and contract.takes_mesh:
-        found.append(_moves(every, float32, contract.raises is not None, rng))
+        found += _moves(every, float32, contract.raises is not None, rng)
     return found
 
 
@@ -646,30 +647,38 @@ def first_calls(*, contract: Contract, seed: int = 0) -> list[list[Case]]:
     return found
 
 
-def _moves(every: list[int], dtype: np.dtype, raises: bool, rng: random.Random) -> list[Case]:
-    """The moves besides calls, each once, between calls of one key: a result passed back on its
-    own mesh (y = f(y)) and then onto the default mesh (f(f(x))); a call that raises (a length
-    the data axis does not divide; where the contract names the error); then the first key
-    again; the clocks 10 minutes ahead, and each key again."""
+def _moves(every: list[int], dtype: np.dtype, raises: bool, rng: random.Random) -> list[list[Case]]:
+    """The moves besides calls, each in a short history of its own (what fails prints as is):
+    a result passed back on its own mesh (y = f(y)) and then onto the default mesh (f(f(x)));
+    a call that raises (a length the data axis does not divide; where the contract names the
+    error) between two calls of one key; the clocks 10 minutes ahead between two calls of one
+    key, then of another."""
     mesh = make_mesh(every[:2], (2,), (DATA_AXIS,))
 
     def fresh(n: int) -> np.ndarray:
         return values_from(np.random.default_rng(rng.getrandbits(32)), dtype, n)
 
     first = Case(fresh(4), mesh, "mesh")
-    steps = [
-        first,
-        Case(first.values, mesh, "mesh", ("result", 1)),  # the values are the result's (the judge reads them)
-        Case(first.values, None, "omit", ("result", 2)),
+    found = [
+        [  # the values of a result passed back are the result's (the judge reads them)
+            first,
+            Case(first.values, mesh, "mesh", ("result", 1)),
+            Case(first.values, None, "omit", ("result", 2)),
+        ]
     ]
     if raises:
-        steps.append(Case(fresh(5), mesh, "mesh"))
-    steps += [
-        Case(fresh(4), mesh, "mesh"),
-        Case(fresh(4), mesh, "mesh", clocks_ahead=600),
-        Case(fresh(4), None, "omit", clocks_ahead=600),
-    ]
-    return steps
+        found.append(
+            [Case(fresh(4), mesh, "mesh"), Case(fresh(5), mesh, "mesh"), Case(fresh(4), mesh, "mesh")]
+        )
+    found.append(
+        [
+            Case(fresh(4), mesh, "mesh"),
+            Case(fresh(4), mesh, "mesh", clocks_ahead=600),
+            Case(fresh(4), None, "omit"),
+            Case(fresh(4), None, "omit", clocks_ahead=1200),
+        ]
+    )
+    return found
 
 
 def _names_swapped(every: list[int], dtype: np.dtype, kinds: list[str], rng: random.Random) -> list[Case]:
