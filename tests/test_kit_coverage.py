@@ -144,6 +144,69 @@ def test_long_vectors_pass_every_threshold_every_run(seed: int) -> None:
     assert max(lengths) <= coverage.LONG_MAX
 
 
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345])
+def test_every_dtype_meets_every_long_tier_by_construction(seed: int) -> None:
+    """A long group's placements take the tiers in turn (Schedule.tier): every dtype, every placement
+    and every mesh kind meets each tier every run, by construction, as every dtype meets every mesh
+    kind -- one-byte integers past 65536 elements and at 1 MiB included, whatever the seed."""
+    schedule = Schedule(seed)
+    cells = Axes().cells(named("full"), devices=DEVICES, seed=seed)
+    met = set()
+    for cell in cells:
+        if cell.length == "long":
+            case = schedule.case(cell)
+            tier = coverage.tier_of(case.n, case.dtype.itemsize)
+            assert tier == schedule.tier(cell), (cell, case.n)
+            met |= {(0, cell.dtype, tier), (1, cell.placement, tier), (2, cell.mesh, tier)}
+            if cell.dtype in ("int8", "uint8") and tier == "1 MiB":
+                assert case.n > 65536 and case.values.nbytes >= 2**20
+    axes = ({c.dtype for c in cells}, set(PLACEMENTS), set(MESHES))
+    assert len(axes[0]) == 10
+    assert met == {(i, v, t) for i, values in enumerate(axes) for v in values for t in coverage.LONG_TIERS}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345])
+def test_every_run_draws_an_input_past_32_mib_of_every_dtype(seed: int) -> None:
+    """The fifth tier, every run: one input per dtype past 32 MiB (2**23 + 8 float32 elements, the
+    widest dtype at 64 MiB), on every mesh kind among them, a 2-D mesh with both axes of 2+ devices
+    (divisibility.no-false-error's) for a dtype at least, lengths the data axis divides."""
+    dtypes, kinds, nbytes = [], set(), []
+    for case in Schedule(seed).huge_cases():  # one at a time: each is dropped before the next is made
+        assert case.n % data_axis_size(case.mesh) == 0
+        assert case.values.nbytes > 2**25 and case.n > 2**23
+        assert coverage.tier_of(case.n, case.dtype.itemsize) == "32 MiB"
+        assert domains.ANY_CALL.accepts(case, named("full"))
+        dtypes.append(str(case.dtype))
+        kinds.add(cell_of(case).mesh)
+        nbytes.append(case.values.nbytes)
+        if case.dtype == np.dtype("float32"):
+            assert case.n == 2**23 + 8 - (2**23 + 8) % data_axis_size(case.mesh)
+        del case
+    assert sorted(dtypes) == sorted({c.dtype for c in FULL_CELLS})
+    assert kinds == set(MESHES)
+    assert max(nbytes) >= 2**26
+    exercise = Schedule(seed, contract=named("seed"))
+    assert [(c.dtype, c.mesh_arg, c.placement) for c in exercise.huge_cases()] == [
+        (np.dtype("float32"), "omit", ("uncommitted",))
+    ]
+
+
+def test_long_tiers_are_read_from_lengths() -> None:
+    assert [coverage.tier_of(n, 4) for n in (4096, 4097, 8184, 8191, 65529, 65537, 2**18, 2**23 + 8)] == [
+        None,
+        "4096",
+        "8192",
+        "8192",
+        "65536",
+        "65536",
+        "1 MiB",
+        "32 MiB",
+    ]
+    assert coverage.tier_of(2**20, 1) == "1 MiB" and coverage.tier_of(2**20 - 1, 1) == "65536"
+    assert coverage.tier_of(2**25 + 8, 1) == "32 MiB" and coverage.tier_of(2**23 + 8, 8) == "32 MiB"
+    assert coverage.tier_of(2**23, 4) == "1 MiB"  # 32 MiB exactly is not past it
+
+
 def test_cells_of_one_group_share_their_values_mesh_and_length() -> None:
     schedule = Schedule(2)
     group = [schedule.case(Cell("int8", p, "2d", "medium")) for p in PLACEMENTS]
@@ -161,7 +224,7 @@ def test_the_schedule_is_the_same_for_one_seed_and_differs_for_another() -> None
 def test_long_vectors_have_short_tokens_that_replay_them_exactly() -> None:
     case = Schedule(1).case(Cell("complex64", "uncommitted", "default", "long"))
     values = case.values.copy()
-    values[[0, 4097, case.n - 1]] = values[[5, 6, 7]]  # a few other elements written over the block
+    values[[0, case.n // 2 + 1, case.n - 1]] = values[[5, 6, 7]]  # a few others written over the block
     edited = Case(values, case.mesh, case.mesh_arg, case.placement)
     token = encode(edited)
     assert len(token) < 16_000, len(token)

@@ -74,7 +74,7 @@ ROWS: dict[str, Row] = {
         "--devices",
         "1",
         output=r"(?s)^(?=.*not applicable: needs 2 devices)(?=.*not applicable: needs 4 devices)"
-        r"(?=.*conformance: PARTIAL: the whole contract was not judged -- 2 check\(s\) need more devices)",
+        r"(?=.*conformance: PARTIAL: the whole contract was not judged -- 3 check\(s\) need more devices)",
         status=2,
     ),
     "devices-3-works": works(

@@ -18,6 +18,7 @@ import pytest
 
 from conformance._src.contract import checks  # noqa: F401 -- registers the checks
 from conformance._src.contract.catalogue import CHECKS, ids_for
+from conformance._src.inputs.coverage import TIERS
 from tests.kit_process import ROOT, read_report, run_kit, run_kit_report, statuses, verdict
 from tests.kit_server import KitServer
 
@@ -93,6 +94,16 @@ def test_reference_conforms_and_the_report_follows_its_schema(tmp_path: Path) ->
         assert cells["unvisited"] == [], check_id
         assert len(cells["inputs"]) >= cells["cells"] and sum(cells["inputs"].values()) >= cells["scheduled"]
     assert "| `hygiene.input-intact` | 280 of 280 |" in markdown
+    # Every dtype meets every tier of long lengths, past 32 MiB too (coverage.TIERS): values, layout and
+    # no false error judged there (shared_pass.HUGE_JUDGES).
+    tiers = {c["id"]: set(c["tiers"]) for c in report["checks"]}
+    dtypes = {cell.split(" / ")[0] for cell in coverage["values.all-dtypes"]["inputs"]}
+    for check_id in ("values.all-dtypes", "layout.shards"):
+        assert tiers[check_id] == {f"{t}: {d}" for t in TIERS for d in dtypes}, check_id
+    assert {k for k in tiers["inputs.placements"] if k.startswith("32 MiB")} == set()
+    for check_id in ("values.float32", "layout.default-device", "layout.mesh", "divisibility.no-false-error"):
+        assert any(k.startswith("32 MiB: ") for k in tiers[check_id]), check_id
+    assert "Long lengths by tier" in markdown
     assert "Every cell of every check's domain was visited." in markdown
     assert isinstance(report["run"]["schedule_seed"], int)
 

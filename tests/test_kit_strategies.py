@@ -516,7 +516,7 @@ def test_checks_declare_the_devices_they_need() -> None:
     full = {
         c.id: c.devices_needed(named("full")) for c in CHECKS.values() if c.devices_needed(named("full")) > 1
     }
-    assert full == {"divisibility.error": 2, "divisibility.no-false-error": 4}
+    assert full == {"divisibility.error": 2, "divisibility.no-false-error": 4, "state.first-call": 2}
     assert all(c.devices_needed(named("seed")) == 1 for c in CHECKS.values())
 
 

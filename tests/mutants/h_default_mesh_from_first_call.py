@@ -1,5 +1,4 @@
-"""The default mesh is built lazily, on the process's first call, from the device JAX puts new
-arrays on: when that call runs under jax.default_device(d), every later mesh=None result lands on d."""
+"""The default mesh is built on the process's first call from the default device: under jax.default_device(d), later results land on d."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The array it returned last is taken for its own temporary and donated when it comes back as x:
-``r1 = f(x); r2 = f(r1)`` deletes the caller's r1."""
+"""The array it returned last is taken for its own temporary and donated when passed back: r1 = f(x); r2 = f(r1) deletes r1."""
 
 from __future__ import annotations
 

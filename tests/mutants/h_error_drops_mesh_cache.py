@@ -1,5 +1,4 @@
-"""A call that raises drops its mesh's cached jit: the next call on that mesh builds a fresh one
-and compiles again for a shape, dtype and mesh it has seen."""
+"""A call that raises drops its mesh's cached jit: the next call on that mesh compiles again."""
 
 from __future__ import annotations
 

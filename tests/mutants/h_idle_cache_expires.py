@@ -1,5 +1,4 @@
-"""Cache entries idle for 3 s (time.monotonic) are dropped and rebuilt with a fresh closure: after
-a pause, a call compiles again for a shape, dtype and mesh it has seen."""
+"""Cache entries idle for 3 s (time.monotonic) are dropped: after a pause, a seen call compiles again."""
 
 from __future__ import annotations
 

@@ -43,7 +43,6 @@ from conformance._src.inputs.case import (
     decode_history,
     describe_mesh,
     describe_placement,
-    encode_history,
     make_input,
     may_refuse,
     numpy_form,
@@ -1132,18 +1131,15 @@ def _recompiled_hint(since: list[Case], case: Case) -> str:
     history=True,
 )
 def state_first_call(kit: Any, token: str | None) -> None:
-    histories = (
-        [decode_history(token)]
-        if token is not None
-        else history.first_calls(contract=kit.contract, seed=kit.schedule.seed)
-    )
-    if kit.fresh:  # this is the fresh process: its first call is the history's (running/fresh.py)
-        for steps in histories:
-            history.replay(partial(_history_step, kit, held=_Held()), steps)
-        return
-    for steps, answer in zip(
-        histories, kit.in_fresh_processes([encode_history(steps) for steps in histories]), strict=True
-    ):
+    # Each history in a fresh process (running/fresh.py), which makes it from the run's seed with
+    # its own devices (across processes, a fresh process is a single one) or replays the token.
+    if token is not None:
+        histories = [decode_history(token)]
+        jobs: list[dict[str, Any]] = [{"token": token}]
+    else:
+        histories = history.first_calls(contract=kit.contract, seed=kit.schedule.seed)
+        jobs = [{"seed": kit.schedule.seed, "index": k} for k in range(len(histories))]
+    for steps, answer in zip(histories, kit.in_fresh_processes(jobs), strict=True):
         if answer.failure is not None:
             raise CheckFailure(answer.failure)
         if answer.kit_error is not None:
@@ -1162,6 +1158,11 @@ def state_first_call(kit: Any, token: str | None) -> None:
                 )
             finally:
                 kit.history = None
+
+
+def replay_first_calls(kit: Any, steps: list[Case]) -> None:
+    """In the fresh process: ``steps``, its first call this process's first, judged as a history's."""
+    history.replay(partial(_history_step, kit, held=_Held()), steps)
 
 
 @check(

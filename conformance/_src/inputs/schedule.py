@@ -104,10 +104,15 @@ def mesh_variants(kind: str, devices: int) -> list[MeshClass]:
     ]
 
 
-def build_mesh(kind: str, klass: MeshClass, rng: random.Random) -> Mesh:
-    """A mesh of ``kind`` and ``klass`` (one of ``mesh_variants``), its sizes and devices from ``rng``."""
+def build_mesh(kind: str, klass: MeshClass, rng: random.Random, *, fewest: bool = False) -> Mesh:
+    """A mesh of ``kind`` and ``klass`` (one of ``mesh_variants``), its sizes and devices from ``rng``;
+    ``fewest``: of those with the fewest devices on the other axis (the copies of a result)."""
     every = [int(d.id) for d in jax.devices()]
-    data, other = rng.choice(_dims(kind, klass, len(every)))
+    options = _dims(kind, klass, len(every))
+    if fewest:
+        least = min(max(other, 1) for _, other in options)
+        options = [(data, other) for data, other in options if max(other, 1) == least]
+    data, other = rng.choice(options)
     total = data * max(other, 1)
     if klass.order == "prefix":
         ids = every[:total]
@@ -328,12 +333,14 @@ class Schedule:
         to a multiple of the data axis.
 
         Made one at a time, as asked for, and kept by no one here: a run holds one such input
-        (and its call) at a time.  The dtypes take the mesh kinds in turn (every kind the
-        devices make; 4 devices or more: a 2-D mesh with both axes of 2+ devices, the one
-        ``divisibility.no-false-error`` judges, for two dtypes at least), each its long group's
-        mesh, and the placements ``HUGE_PLACEMENTS`` in turn; the seed shuffles both.  The
-        values are ``values_from``'s, a block of ``TILE`` repeated: every edge value of the
-        dtype, cheap to make.
+        (and its call) at a time.  The dtypes of 4 bytes or fewer take the mesh kinds in turn
+        (every kind the devices make; on 4 devices or more a 2-D mesh with both axes of 2+
+        devices, the one ``divisibility.no-false-error`` judges, for two dtypes at least), the
+        wider ones the kinds that replicate nothing (no mesh, 1-D); each the class of its long
+        group's mesh (``variant``), with as few devices on the other axis as that allows (2: a
+        result replicated twice, not 8 times); and the placements ``HUGE_PLACEMENTS`` in turn.
+        The seed shuffles all three.  The values are ``values_from``'s, a block of ``TILE``
+        repeated: every edge value of the dtype, cheap to make.
         """
         x64 = bool(jax.config.read("jax_enable_x64"))
         dtypes, kinds, _ = coverage.whole_space(self.contract, devices=len(jax.devices()), x64=x64)
@@ -342,12 +349,20 @@ class Schedule:
             coverage.placement_classes(self.contract)[0]
         ]
         rng = self._rng("huge")
-        rng.shuffle(dtypes)
-        rng.shuffle(kinds)
-        rng.shuffle(placements)
-        for i, name in enumerate(dtypes):
-            kind, place = kinds[i % len(kinds)], placements[(i + i // len(kinds)) % len(placements)]
-            mesh = self.mesh(kind, name, "long")
+        for axis in (dtypes, kinds, placements):
+            rng.shuffle(axis)
+        plain = [k for k in kinds if k in ("default", "1d")] or kinds
+        wide = [d for d in dtypes if np.dtype(jax.numpy.dtype(d)).itemsize > 4]
+        narrow = [d for d in dtypes if d not in wide]
+        chosen = [(d, kinds[i % len(kinds)]) for i, d in enumerate(narrow)]
+        chosen += [(d, plain[i % len(plain)]) for i, d in enumerate(wide)]
+        for i, (name, kind) in enumerate(chosen):
+            place = placements[(i + i // len(kinds)) % len(placements)]
+            mesh = None
+            if kind != "default":
+                mesh = build_mesh(
+                    kind, self.variant(kind, name, "long"), self._rng("huge", name), fewest=True
+                )
             size = data_axis_size(mesh)
             dtype = np.dtype(jax.numpy.dtype(name))
             n = coverage.tier_power("32 MiB", dtype.itemsize) + 8

@@ -164,16 +164,20 @@ def _holds(value: Any, expected: np.ndarray) -> bool | None:
         return False
     if not getattr(value, "is_fully_addressable", True) or getattr(value, "is_deleted", lambda: False)():
         return None
-    try:
-        host = np.asarray(value)
+    want = expected.astype(expected.dtype.newbyteorder("="), copy=False)
+    shards = getattr(value, "addressable_shards", None)
+    try:  # shard by shard, each read where it lies: no copy of the whole (a vector past 32 MiB)
+        parts = (
+            [(np.asarray(s.data), want[s.index]) for s in shards] if shards else [(np.asarray(value), want)]
+        )
     except Exception:  # noqa: BLE001 -- unreadable: unknown, never a verdict
         return None
-    want = expected.astype(expected.dtype.newbyteorder("="), copy=False)
-    if host.dtype != want.dtype:
-        return False
-    if values.same_bytes(host, want):
-        return True  # the same bits: no need of the rule's float64 copies (a vector past 32 MiB)
-    return bool(values.values_match(host, [want]).all())
+    for host, part in parts:
+        if host.dtype != part.dtype:
+            return False
+        if not values.same_bytes(host, part) and not values.values_match(host, [part]).all():
+            return False
+    return True
 
 
 def _chain(

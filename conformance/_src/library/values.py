@@ -106,7 +106,32 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     if a.size != b.size:
         return False
     cut = a.size - a.size % 8
-    return bool(np.array_equal(a[:cut].view(np.uint64), b[:cut].view(np.uint64)) and np.array_equal(a[cut:], b[cut:]))
+    return bool(
+        np.array_equal(a[:cut].view(np.uint64), b[:cut].view(np.uint64)) and np.array_equal(a[cut:], b[cut:])
+    )
+
+
+def tile_edits(values: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """The indices where 1-D ``values`` differ in their bits from ``block`` repeated (``np.resize``):
+    where ``strategies.values`` wrote over a long vector's block of ``TILE``.  Compared a word of
+    up to eight bytes at a time, the block broadcast, not copied: cheap past 32 MiB."""
+    n, t, size = len(values), len(block), values.dtype.itemsize
+    if not n or not t:
+        return np.arange(n)
+    a = np.ascontiguousarray(values).view(np.uint8).reshape(n, size)
+    b = np.ascontiguousarray(block).view(np.uint8).reshape(t, size)
+    word = next(w for w in (8, 4, 2, 1) if size % w == 0)
+    a, b = a.view(f"u{word}"), b.view(f"u{word}")
+    if a.shape[1] == 1:
+        a, b = a[:, 0], b[:, 0]
+    whole = n // t * t
+    differs = np.empty(n, dtype=bool)
+    head = a[:whole].reshape(whole // t, *b.shape) != b
+    tail = a[whole:] != b[: n - whole]
+    if a.ndim == 2:
+        head, tail = head.any(axis=-1), tail.any(axis=-1)
+    differs[:whole], differs[whole:] = head.reshape(-1), tail
+    return np.flatnonzero(differs)
 
 
 def bits(a: np.ndarray) -> np.ndarray:

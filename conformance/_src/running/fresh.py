@@ -18,9 +18,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import jax
+
 from conformance._src.calling.supervise import describe_exit, kill_tree
 
 CHECK = "state.first-call"
+MAIN = "conformance._src.running.fresh_main"  # what a fresh process runs
 
 
 @dataclass(frozen=True)
@@ -33,19 +36,21 @@ class Answer:
     kit_error: str | None = None
 
 
-def start(kit: Any, tokens: list[str], started: dict[str, subprocess.Popen[str]]) -> None:
-    """Start a fresh process for each token not in ``started`` (kept there): a run starts its
-    own early (``Kit.start_fresh_processes``), so that they overlap the other checks."""
+def start(kit: Any, jobs: list[dict[str, Any]], started: dict[str, subprocess.Popen[str]]) -> None:
+    """Start a fresh process for each job not in ``started`` (kept there, by the job as JSON): a
+    history token to replay, or a seed and an index into ``history.first_calls``.  A run starts
+    its own early (``Kit.start_fresh_processes``), so that they overlap the other checks."""
     request = {
         "spec": kit.spec,
         "contract": kit.contract_spec or kit.contract.name,
-        "devices": kit.devices,
+        "devices": len(jax.local_devices()),  # across processes, the fresh one is a single process
         "call_timeout": kit.call_timeout,
     }
-    for token in tokens:
-        if token not in started:
-            started[token] = subprocess.Popen(
-                [sys.executable, "-m", __name__, json.dumps({**request, "token": token})],
+    for job in jobs:
+        key = json.dumps(job, sort_keys=True)
+        if key not in started:
+            started[key] = subprocess.Popen(
+                [sys.executable, "-m", MAIN, json.dumps({**request, **job})],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -53,14 +58,14 @@ def start(kit: Any, tokens: list[str], started: dict[str, subprocess.Popen[str]]
             )
 
 
-def judge(kit: Any, tokens: list[str], started: dict[str, subprocess.Popen[str]]) -> list[Answer]:
-    """Replay each history token in a fresh process of its own, all side by side (those in
-    ``started`` were started earlier); each one's answer."""
-    start(kit, tokens, started)
+def judge(kit: Any, jobs: list[dict[str, Any]], started: dict[str, subprocess.Popen[str]]) -> list[Answer]:
+    """Run each job in a fresh process of its own, all side by side (those in ``started`` were
+    started earlier); each one's answer."""
+    start(kit, jobs, started)
     answers = []
     limit = 8 * kit.call_timeout + 120  # start-up, then a few calls of up to a timeout each
-    for token in tokens:
-        process = started.pop(token)
+    for job in jobs:
+        process = started.pop(json.dumps(job, sort_keys=True))
         try:
             out, err = process.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
@@ -92,54 +97,3 @@ def _answer(out: str, err: str, returncode: int) -> Answer:
         return Answer(kit_error=str(said["kit_error"]))
     tail = " | ".join(err.strip().splitlines()[-3:]) or "no error output"
     return Answer(ended=f"{describe_exit(returncode)}; last lines: {tail[:400]}")
-
-
-def main(argv: list[str]) -> int:
-    """The fresh process: make the devices, load the implementation, judge one history."""
-    request = json.loads(argv[0])
-    try:
-        print(json.dumps({"failure": _judged(request)}), flush=True)
-    except Exception as error:  # noqa: BLE001 -- the kit's own failure, said as such
-        print(json.dumps({"kit_error": f"{type(error).__name__}: {error}"}), flush=True)
-    return 0
-
-
-def _judged(request: dict[str, Any]) -> str | None:
-    from conformance._src.calling import devices
-
-    devices.ensure_host_devices(int(request["devices"]))
-    from conformance._src.calling import loader
-    from conformance._src.calling.calls import ImplementationHung, Runner
-    from conformance._src.contract import checks  # noqa: F401 -- registers every check
-    from conformance._src.contract.catalogue import CHECKS, CheckFailure
-    from conformance._src.declared.contract import load
-    from conformance._src.declared.terms import NAMES, named
-    from conformance._src.running.kit import Kit
-    from conformance._src.verdict import CheckVerdict
-
-    impl = loader.load_impl(request["spec"])
-    spec = request["contract"]
-    contract = named(spec) if spec in NAMES else load(spec)
-    timeout = float(request["call_timeout"])
-    kit = Kit(
-        impl=impl,
-        spec=request["spec"],
-        contract=contract,
-        contract_spec=spec,
-        devices=int(request["devices"]),
-        runner=Runner(timeout=timeout),
-        fresh=True,
-    )
-    kit.check_id = kit.running = CHECK
-    kit.records[CHECK] = CheckVerdict(CHECK)
-    try:
-        CHECKS[CHECK].body(kit, request["token"])
-    except (CheckFailure, ImplementationHung) as failed:
-        return str(failed)
-    except Exception as error:  # noqa: BLE001 -- the implementation broke the kit's code: a failure (Kit.run_check)
-        return f"{type(error).__name__}: {error}"
-    return None
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -96,7 +96,6 @@ class Kit:
     _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
     history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
-    fresh: bool = False  # this process was started for one history whose first call is its first (fresh.py)
     _fresh_started: dict[str, Any] = field(default_factory=dict)  # history token -> its fresh process
     _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
@@ -120,9 +119,9 @@ class Kit:
             raise jax_bugs.KnownBugHit(bug)  # JAX's own bug, not the implementation's: not judged
         return x, outcome
 
-    def in_fresh_processes(self, tokens: list[str]) -> list[fresh_processes.Answer]:
-        """Judge each history token in a process of its own whose first call is the history's."""
-        return fresh_processes.judge(self, tokens, self._fresh_started)
+    def in_fresh_processes(self, jobs: list[dict[str, Any]]) -> list[fresh_processes.Answer]:
+        """Run each job (fresh.start) in a process of its own whose first call is its history's."""
+        return fresh_processes.judge(self, jobs, self._fresh_started)
 
     def start_fresh_processes(self) -> None:
         """Start state.first-call's fresh processes now, to overlap the checks before it (a run
@@ -132,8 +131,9 @@ class Kit:
             return
         if not_applicable(check, self.contract) is not None:
             return
-        steps = history.first_calls(contract=self.contract, seed=self.schedule.seed)
-        fresh_processes.start(self, [encode_history(one) for one in steps], self._fresh_started)
+        count = len(history.first_calls(contract=self.contract, seed=self.schedule.seed))
+        jobs = [{"seed": self.schedule.seed, "index": k} for k in range(count)]
+        fresh_processes.start(self, jobs, self._fresh_started)
         atexit.register(fresh_processes.stop, self._fresh_started)  # none outlives the run
 
     def not_judged(self, hit: jax_bugs.KnownBugHit, case: Case | None) -> None:

@@ -95,7 +95,7 @@ def _key(case: Case) -> tuple[Any, ...]:
     where = None if mesh is None else (tuple(device_ids(mesh)), mesh.devices.shape, tuple(mesh.axis_names))
     # The bytes themselves, not a copy of them, by the fastest digest here (an input past 32 MiB:
     # schedule.Schedule.huge_cases).
-    digest = hashlib.sha256(np.ascontiguousarray(case.values).view(np.uint8)).digest()[:16]
+    digest = hashlib.sha256(np.ascontiguousarray(case.values).view(np.uint8).data).digest()[:16]
     return (str(case.dtype), case.n, digest, where, case.mesh_arg, tuple(case.placement))
 
 

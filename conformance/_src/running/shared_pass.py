@@ -20,7 +20,6 @@ from conformance._src.inputs.schedule import Schedule
 from conformance._src.running.pool import Pool
 from conformance._src.verdict import CheckVerdict
 
-
 # The checks that judge the inputs past 32 MiB (schedule.Schedule.huge_cases, one per dtype): values,
 # layout and no false error, and what their call shows at no further cost (the result's type and
 # dtype, the jit that made it, x intact).  Not inputs.placements: it would call again, with an
@@ -171,6 +170,8 @@ def run(kit: Kit) -> dict[str, Finding]:
                     octaves[f"2^{k}"] = octaves.get(f"2^{k}", 0) + 1
             kit.pool.forget(case)
         for case in kit.schedule.huge_cases():  # past 32 MiB, every dtype: one call, judged by a few
+            if all(findings[c.id].failure is not None for c in members if c.id in HUGE_JUDGES):
+                break  # every check that would judge it has its verdict
             judge_by_all(case, coverage.cell_of(case), in_cells=False, only=HUGE_JUDGES)
             kit.pool.forget(case)
             kit.pool.withdraw(case)
@@ -204,6 +205,8 @@ def take(kit: Kit, check: Check, record: CheckVerdict, inconclusive: list[str]) 
         case, cell, failure = finding.failure
         record.counterexample = repr(case)
         record.unvisited = []
-        if isinstance(failure, CheckFailure):
+        # A failure past 32 MiB is not looked for again in its cell, with lengths up to its own: it
+        # is the counterexample (its token replays it exactly), not tens of drawn vectors of MiBs.
+        if isinstance(failure, CheckFailure) and coverage.tier_of(case.n, case.dtype.itemsize) != "32 MiB":
             kit.shrink(check, record, cell, case)
         raise failure
