@@ -1183,8 +1183,14 @@ def state_histories(kit: Any, token: str | None) -> None:
         # --distributed: every process agrees on each step's verdict (Kit._step), so that every
         # process's Hypothesis sees a failure at the same step and shrinks in lockstep.
         judged: list[bool] = []
+        kept = len(held.results)
         kit._step(case, lambda: judged.append(_history_step(kit, earlier, case, held)))
-        return bool(judged and judged[0])
+        # One history everywhere: a step is part of it only where every process judged it (JAX's
+        # own bugs may keep one process from judging it: jax_bugs.py).
+        if all(kit.cluster.agree(int(bool(judged and judged[0])))):
+            return True
+        del held.arguments[kept:], held.results[kept:]
+        return False
 
     reach = history.HistoryReach()
     try:
