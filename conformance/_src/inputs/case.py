@@ -495,7 +495,8 @@ def _values(data: dict[str, Any], dtype: np.dtype) -> np.ndarray:
     if "values" in data:
         return _array(data["values"], dtype)
     n, edits = data["n"], data["edits"]
-    if type(n) is not int or not 0 <= n <= 2**24 or not isinstance(edits, list):
+    # At most the longest vector the kit makes: 2**25 + 8 int8, past 32 MiB (Schedule.huge_cases).
+    if type(n) is not int or not 0 <= n <= 2**25 + 8 or not isinstance(edits, list):
         raise CaseTokenError("its long vector is not one the kit printed")
     values = np.resize(_array(data["tile"], dtype), n)
     for edit in edits:
