@@ -96,7 +96,7 @@ class Kit:
     _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
     history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
-    _fresh_started: dict[str, Any] = field(default_factory=dict)  # history token -> its fresh process
+    _fresh_started: dict[str, Any] = field(default_factory=dict)  # fresh.start: job as JSON -> process
     _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
     # -- calling the implementation ------------------------------------------------
