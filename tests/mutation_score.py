@@ -100,10 +100,12 @@ class Subject:
     inconclusive: tuple[str, ...] = ()
     call_timeout: float | None = None
     devices: int | None = None  # DEVICES: the --devices the defect needs (ids of two digits: 12+)
+    function: str = "pjit_double"
+    contract: str | None = None  # --contract, for a function of examples/contracts/
 
     @property
     def spec(self) -> str:
-        return f"{self.path.relative_to(ROOT).as_posix()}:pjit_double"
+        return f"{self.path.relative_to(ROOT).as_posix()}:{self.function}"
 
 
 def _constant(tree: ast.Module, name: str) -> object:
@@ -113,6 +115,34 @@ def _constant(tree: ast.Module, name: str) -> object:
         ):
             return ast.literal_eval(node.value)
     return None
+
+
+def discover_examples() -> list[Subject]:
+    """The functions of examples/contracts/ under their own contract (``CONTRACT``): each broken
+    variant of a module's ``KILLED_BY`` (a dict: function -> checks) a mutant, each of its
+    ``CORRECT`` an alternate; named ``module:function``."""
+    found = []
+    for path in sorted((ROOT / "examples" / "contracts").glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        killed_by = _constant(tree, "KILLED_BY")
+        if not isinstance(killed_by, dict):
+            continue
+        contract = f"{path.relative_to(ROOT).as_posix()}:CONTRACT"
+        pairs = [("mutants", f, tuple(c)) for f, c in killed_by.items()]
+        pairs += [("alternates", f, ()) for f in _constant(tree, "CORRECT") or ()]  # type: ignore[attr-defined]
+        for kind, function, checks in pairs:
+            found.append(
+                Subject(
+                    name=f"{path.stem}:{function}",
+                    path=path,
+                    kind=kind,
+                    doc=f"{path.stem}.{function}",
+                    killed_by=checks,
+                    function=function,
+                    contract=contract,
+                )
+            )
+    return found
 
 
 def discover(kind: str) -> list[Subject]:
@@ -225,6 +255,8 @@ def command(
     ]
     if subject.kind == "mutants" if fast_fail is None else fast_fail:
         cmd += ["-p", FAST_FAIL_PLUGIN]
+    if subject.contract is not None:
+        cmd += ["--contract", subject.contract]
     for check_id in checks:
         cmd += ["--check", check_id]
     if subject.call_timeout is not None:
@@ -487,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
             "the ci profile is derandomized: every run draws the same; --runs needs default or thorough"
         )
 
-    subjects = discover("mutants") + discover("alternates")
+    subjects = discover("mutants") + discover("alternates") + discover_examples()
     names = [*args.names, *args.only]
     if names:
         subjects = [s for s in subjects if s.name in names]

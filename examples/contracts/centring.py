@@ -14,10 +14,18 @@ tests rarely look for: ``local_mean`` forgets the ``pmean``, so each shard centr
 its own mean (right on a mesh whose "batch" axis has one device); ``evicting`` keeps only the
 last jitted function, so a call like an earlier one compiles again after a call on another
 mesh; ``donating`` donates its input to the jit, so the caller's array is deleted by the call.
+
+The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong
+(caches.py): ``cache_last_only`` and ``cache_two_meshes`` evict, so a call like an earlier one
+compiles again; ``cache_device_set``, ``cache_flat_ids``, ``cache_mesh_shape`` and
+``cache_axis_names`` are keyed on what does not tell two meshes apart, so a result comes laid out
+for an earlier mesh.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -27,6 +35,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from conformance.contracts import Argument, Contract
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # caches.py, beside this file
+from caches import MeshCache  # noqa: E402
 
 ROWS = P("batch", None)
 
@@ -91,6 +102,25 @@ def donating(x: jax.Array) -> jax.Array:
     return _jit_for(("donating", mesh), mesh, donate_argnums=0)(x)
 
 
+def _cached(kind: str) -> Any:
+    cache = MeshCache(kind, _build)
+
+    def variant(x: jax.Array) -> jax.Array:
+        kept, jitted = cache(_mesh_of(x))
+        return jitted(jax.device_put(x, NamedSharding(kept, ROWS)))
+
+    variant.__doc__ = f"Broken: its jitted function per mesh in a {kind} cache (caches.py)."
+    return variant
+
+
+cache_last_only = _cached("last-only")
+cache_two_meshes = _cached("two-meshes")
+cache_device_set = _cached("device-set")
+cache_flat_ids = _cached("flat-ids")
+cache_mesh_shape = _cached("mesh-shape")
+cache_axis_names = _cached("axis-names")
+
+
 def oracle(x: np.ndarray) -> np.ndarray:
     wide = np.asarray(x, np.float64)
     return wide - wide.mean(axis=0)
@@ -108,3 +138,18 @@ CONTRACT = Contract(
     rtol=1e-6,
     atol=1e-4,
 )
+
+# The correct function, and each broken variant with the checks that catch it (read by
+# tests/mutation_score.py, which runs the kit on each of them).
+CORRECT = ("center",)
+KILLED_BY = {
+    "local_mean": ("fn.values",),
+    "evicting": ("fn.compile-once",),
+    "donating": ("fn.input-intact",),
+    "cache_last_only": ("fn.histories",),
+    "cache_two_meshes": ("fn.histories",),
+    "cache_device_set": ("fn.histories",),
+    "cache_flat_ids": ("fn.histories",),
+    "cache_mesh_shape": ("fn.histories",),
+    "cache_axis_names": ("fn.histories",),
+}

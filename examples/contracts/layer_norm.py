@@ -21,10 +21,18 @@ every device (``P()``) instead of split over "batch"; ``stale_mesh`` keeps its m
 and jitted function per mesh *shape*, so after a mesh of the same shape over other devices it
 returns a result laid out on the old devices; ``one_pass_variance`` takes the variance as
 ``E[x**2] - E[x]**2``, which cancels for rows whose values are large next to their spread.
+
+The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong
+(caches.py): ``cache_last_only`` and ``cache_two_meshes`` evict, so a call like an earlier one
+compiles again; ``cache_device_set``, ``cache_flat_ids``, ``cache_mesh_shape`` and
+``cache_axis_names`` are keyed on what does not tell two meshes apart, so a result comes laid out
+for an earlier mesh.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -34,6 +42,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from conformance.contracts import Argument, Contract, by_dtype
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # caches.py, beside this file
+from caches import MeshCache  # noqa: E402
 
 ROWS = P("batch", None)
 OUT = {"y": ROWS, "mean": P("batch"), "var": P("batch")}
@@ -123,6 +134,25 @@ def one_pass_variance(
     return _jit_for(("one pass", mesh, eps), mesh, eps, body=_one_pass)(*_placed(x, gamma, beta, mesh))
 
 
+def _cached(kind: str) -> Any:
+    cache = MeshCache(kind, lambda mesh: _build(mesh, 1e-5))
+
+    def variant(x: Any, gamma: Any, beta: Any, *, mesh: Mesh, eps: float = 1e-5) -> dict[str, jax.Array]:
+        kept, jitted = cache(mesh)
+        return jitted(*_placed(x, gamma, beta, kept))
+
+    variant.__doc__ = f"Broken: its jitted function per mesh in a {kind} cache (caches.py)."
+    return variant
+
+
+cache_last_only = _cached("last-only")
+cache_two_meshes = _cached("two-meshes")
+cache_device_set = _cached("device-set")
+cache_flat_ids = _cached("flat-ids")
+cache_mesh_shape = _cached("mesh-shape")
+cache_axis_names = _cached("axis-names")
+
+
 def oracle(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> dict[str, np.ndarray]:
     wide = np.asarray(x, np.float64)
     mean = wide.mean(axis=-1)
@@ -155,3 +185,18 @@ CONTRACT = Contract(
         bfloat16={"y": 1e-2, "mean": 1e-3, "var": 1e-3},
     ),
 )
+
+# The correct function, and each broken variant with the checks that catch it (read by
+# tests/mutation_score.py, which runs the kit on each of them).
+CORRECT = ("layer_norm",)
+KILLED_BY = {
+    "stats_replicated": ("fn.layout",),
+    "stale_mesh": ("fn.histories",),
+    "one_pass_variance": ("fn.values",),
+    "cache_last_only": ("fn.histories",),
+    "cache_two_meshes": ("fn.histories",),
+    "cache_device_set": ("fn.histories",),
+    "cache_flat_ids": ("fn.histories",),
+    "cache_mesh_shape": ("fn.histories",),
+    "cache_axis_names": ("fn.histories",),
+}

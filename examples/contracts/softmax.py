@@ -12,10 +12,18 @@ of the same shape over other devices it returns a result laid out on the old dev
 ``trusts_committed`` hands an array already committed anywhere straight to its jitted function,
 which refuses one on a single device or in another memory kind; ``no_max_shift`` overflows for
 large rows; ``eager`` computes outside ``jax.jit``.
+
+The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong
+(caches.py): ``cache_last_only`` and ``cache_two_meshes`` evict, so a call like an earlier one
+compiles again; ``cache_device_set``, ``cache_flat_ids``, ``cache_mesh_shape`` and
+``cache_axis_names`` are keyed on what does not tell two meshes apart, so a result comes laid out
+for an earlier mesh.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -25,6 +33,9 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from conformance.contracts import Argument, Contract
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # caches.py, beside this file
+from caches import MeshCache  # noqa: E402
 
 ROWS = P("batch", None)
 
@@ -103,6 +114,29 @@ def eager(x: Any, *, mesh: Mesh) -> jax.Array:
     return _softmax(_checked(x, mesh))
 
 
+def _cached(kind: str) -> Any:
+    def build(mesh: Mesh) -> Any:
+        rows = NamedSharding(mesh, ROWS)
+        return jax.jit(lambda v: _softmax(v), in_shardings=rows, out_shardings=rows)
+
+    cache = MeshCache(kind, build)
+
+    def variant(x: Any, *, mesh: Mesh) -> jax.Array:
+        kept, jitted = cache(mesh)
+        return jitted(_checked(x, kept))
+
+    variant.__doc__ = f"Broken: its jitted function per mesh in a {kind} cache (caches.py)."
+    return variant
+
+
+cache_last_only = _cached("last-only")
+cache_two_meshes = _cached("two-meshes")
+cache_device_set = _cached("device-set")
+cache_flat_ids = _cached("flat-ids")
+cache_mesh_shape = _cached("mesh-shape")
+cache_axis_names = _cached("axis-names")
+
+
 def oracle(x: np.ndarray) -> np.ndarray:
     wide = np.asarray(x, np.float64)
     e = np.exp(wide - wide.max(axis=-1, keepdims=True))
@@ -127,3 +161,20 @@ CONTRACT = Contract(
     atol=1e-6,
     raises=ValueError,
 )
+
+# The correct function, and each broken variant with the checks that catch it (read by
+# tests/mutation_score.py, which runs the kit on each of them).
+CORRECT = ("softmax",)
+KILLED_BY = {
+    "stale_mesh": ("fn.layout",),
+    "evicting": ("fn.compile-once",),
+    "no_max_shift": ("fn.values",),
+    "eager": ("fn.jit",),
+    "trusts_committed": ("fn.values",),
+    "cache_last_only": ("fn.histories",),
+    "cache_two_meshes": ("fn.histories",),
+    "cache_device_set": ("fn.histories",),
+    "cache_flat_ids": ("fn.histories",),
+    "cache_mesh_shape": ("fn.histories",),
+    "cache_axis_names": ("fn.histories",),
+}

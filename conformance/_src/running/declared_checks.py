@@ -8,19 +8,22 @@ in this contract raises ``NotApplicable`` saying why.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import jax
 import numpy as np
+from hypothesis import strategies as st
 from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance._src.calling import calls as calling
 from conformance._src.contract.catalogue import check
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
+from conformance._src.declared import history as declared_history
 from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, tolerance_for
-from conformance._src.declared.draw import Call
+from conformance._src.declared.draw import LAYOUTS, Call
 from conformance._src.library import values
 from conformance._src.library.assertions import (
     AssertionFailed,
@@ -30,6 +33,7 @@ from conformance._src.library.assertions import (
     assert_values_close,
     host_copy,
 )
+from conformance._src.library.show import mesh_text
 from conformance._src.library.values import flush_subnormals
 from conformance._src.running.declared_kit import DeclaredKit, NotApplicable
 
@@ -247,23 +251,200 @@ def fn_raises(kit: DeclaredKit, _: None) -> int:
     return kit.search(partial(draw.raising_calls, contract), body, share=0.5, by_placement=False)
 
 
+class _HistoryJudge(declared_history.Caller):
+    """Calls a history's steps in order and judges each (``fn.histories``): the result's values,
+    dtype and layout, the arguments intact, every result the caller still holds intact, the
+    contract's error where the step must raise, and no compile for a key called before."""
+
+    def __init__(self, kit: DeclaredKit) -> None:
+        self.kit = kit
+        self.done: list[declared_history.Step] = []
+        self.lru: dict[Any, declared_history.Step] = {}  # each key's last step, least recent first
+        self.held: list[tuple[int, Any, Any]] = []  # (k, result, its host copy): the last HELD
+        self.came_between: dict[Any, list[str]] = {}  # what happened since each key's last call
+        kit.history, kit.replay = [], []
+
+    def keys(self) -> list[tuple[Any, declared_history.Step]]:
+        return list(self.lru.items())
+
+    def passable(self) -> list[tuple[int, int, declared_history.Step]]:
+        contract = self.kit.contract
+        if LAYOUTS not in contract.first.placements:
+            return []
+        specs = declared_history.out_specs(contract)
+        found = []
+        for k, result, _ in self.held:
+            step = self.done[k - 1]
+            leaves = jax.tree_util.tree_leaves(result)
+            if len(leaves) != len(specs):
+                continue
+            first = step.call.hosts[0]
+            for j, (leaf, spec) in enumerate(zip(leaves, specs, strict=True)):
+                if (
+                    spec in contract.first.layouts
+                    and getattr(leaf, "shape", None) == first.shape
+                    and getattr(leaf, "dtype", None) == first.dtype
+                ):
+                    found.append((k, j, step))
+        return found
+
+    def _held_leaf(self, k: int, leaf: int) -> tuple[Any, np.ndarray] | None:
+        for j, result, host in self.held:
+            if j == k:
+                return jax.tree_util.tree_leaves(result)[leaf], jax.tree_util.tree_leaves(host)[leaf]
+        return None
+
+    def run(self, step: declared_history.Step) -> None:
+        kit = self.kit
+        call = step.call
+        arguments = call.arguments()
+        if step.back is not None:
+            found = self._held_leaf(*step.back)
+            if found is None:  # a replay whose result was dropped: nothing to pass back
+                return
+            arguments[0], host = found
+            call = replace(call, hosts=(host, *call.hosts[1:]))
+            step = replace(step, call=call)
+        assert kit.history is not None and kit.replay is not None
+        kit.history.append(step)
+        kit.replay.append(step)
+        _, outcome = kit.call(call, arguments, clocks=step.clocks)
+        if step.raises:
+            self._raised(step, outcome.error)
+            judge_intact(kit, call, arguments)
+            self._judge_held()
+            for between in self.came_between.values():
+                between.append("a call that raised")
+            self.done.append(step)
+            return
+        if outcome.error is not None:
+            kit.fail_raised(call, outcome.error)
+        result = outcome.result
+        judge_values(kit, call, result)
+        try:
+            assert_layout(result, targets(call))
+        except AssertionFailed as failed:
+            hint = _stale_hint(self.done, call, result) or failed.hint
+            kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
+        judge_intact(kit, call, arguments)
+        key = call.key()
+        if key in self.lru and outcome.compiles:
+            between = self.came_between.get(key) or []
+            since = f" (since its last call: {', '.join(dict.fromkeys(between))})" if between else ""
+            kit.fail(
+                "a call like an earlier one of this history compiled again",
+                call,
+                expected="no compile: the same mesh, shapes, dtypes and placements were called "
+                f"before{since}",
+                got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
+                hint="keep each jitted function (keyed on everything it depends on, and nothing more): a "
+                "cache that evicts, drops entries after an error or after a while, a new jax.jit per "
+                "call, or a key of object ids recompiles",
+            )
+        self._judge_held()
+        self.done.append(step)
+        self.lru.pop(key, None)
+        self.lru[key] = step
+        self.came_between[key] = []
+        for other, between in self.came_between.items():
+            if other != key:
+                between.append("other keys")
+        if step.clocks and any(s.clocks != step.clocks for s in self.done[:-1]):
+            for other, between in self.came_between.items():
+                if other != key:
+                    between.append("time passed")
+        if jax.process_count() == 1:  # across processes a result is judged by its own shards
+            self.held.append((len(self.done), result, jax.tree_util.tree_map(np.array, result)))
+            del self.held[: -declared_history.HELD]
+
+    def _raised(self, step: declared_history.Step, error: BaseException | None) -> None:
+        kit, expected = self.kit, self.kit.contract.raises
+        assert expected is not None
+        if error is None:
+            kit.fail(
+                f"the call returned instead of raising {expected.__name__}",
+                step.call,
+                expected=f"{expected.__name__}: {kit.contract.first.layouts[0]} does not divide the shape",
+                got="a result",
+                hint="check the shapes against the mesh before calling jax.jit, and raise",
+            )
+        if not isinstance(error, expected):
+            kit.fail(
+                f"the call raised another error than {expected.__name__}",
+                step.call,
+                expected=expected.__name__,
+                got=one_line(f"{type(error).__name__}: {error}"),
+                hint=f"raise {expected.__name__} yourself, before JAX raises its own",
+            )
+
+    def _judge_held(self) -> None:
+        """Every result the caller still holds: neither deleted (donated) nor changed."""
+        for k, result, host in self.held:
+            _judge(
+                self.kit,
+                self.done[k - 1].call,
+                lambda r=result, h=host, k=k: assert_input_intact(h, r, what=f"the result of call {k}"),
+            )
+
+
+def _mesh_of(leaf: Any) -> Any:
+    sharding = getattr(leaf, "sharding", None)
+    return getattr(sharding, "mesh", None)
+
+
+def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> str | None:
+    """Where a result lies on an earlier call's mesh: which call's, and what the two meshes share
+    that a cache keyed on it cannot tell apart."""
+    meshes = [_mesh_of(leaf) for leaf in jax.tree_util.tree_leaves(result)]
+    for k in range(len(done), 0, -1):
+        earlier = done[k - 1].call.mesh
+        if earlier == call.mesh or not any(m == earlier for m in meshes):
+            continue
+        ids, old = [int(d.id) for d in call.mesh.devices.flat], [int(d.id) for d in earlier.devices.flat]
+        shared = []
+        if sorted(ids) == sorted(old):
+            shared.append("the same devices" + (" in the same flat order" if ids == old else ""))
+        if tuple(call.mesh.shape.items()) == tuple(earlier.shape.items()):
+            shared.append("the same axis names and sizes")
+        elif call.mesh.axis_names == earlier.axis_names:
+            shared.append("the same axis names")
+        what = " and ".join(shared) or "nothing a mesh is told apart by"
+        return (
+            f"the result is laid out over call {k}'s mesh, {mesh_text(earlier)}, which shares {what} "
+            f"with this call's: a cache of meshes or jitted functions keyed on that hands back an "
+            f"earlier mesh's; key it on the mesh itself (its devices in order, shape and axis names)"
+        )
+    return None
+
+
 @check(
     "fn.histories",
-    "searched histories of calls over meshes, shapes and dtypes: every result right and laid out "
-    "right (no stale result after a mesh change), every argument intact",
+    "histories of calls over meshes, shapes, dtypes and placements, planned and searched: every "
+    "result right and laid out right (none stale), every argument and held result intact, the "
+    "contract's error between calls, and a key called before compiles nothing",
     declared=True,
 )
 def fn_histories(kit: DeclaredKit, _: None) -> int:
-    def body(history: draw.History) -> None:
-        kit.history = []
-        for call in history.calls:
-            kit.history.append(call)
-            args, result = kit.result(call)
-            judge_values(kit, call, result)
-            judge_layout(kit, call, result)
-            judge_intact(kit, call, args)
+    contract = kit.contract
+    if kit.case is not None:  # --case: exactly the history its token names
+        judge = _HistoryJudge(kit)
+        for step in declared_history.decode(contract, kit.case):
+            judge.run(step)
+        return 1
 
-    return kit.search(partial(draw.histories, kit.contract), body)
+    def run_all(steps: list[declared_history.Step]) -> None:
+        judge = _HistoryJudge(kit)
+        for step in steps:
+            judge.run(step)
+
+    count = 0
+    for name, strategy in declared_history.planned(contract):
+        count += kit.search_once(strategy, run_all, salt=f"planned {name}")
+
+    def searched(data: st.DataObject) -> None:
+        declared_history.steps(contract, _HistoryJudge(kit), data)
+
+    return count + kit.search_once(st.data(), searched, salt="searched", examples=None)
 
 
 @check(

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from conformance._src import internals
 from conformance._src.calling.calls import ImplementationHung, Outcome, Runner, finished
+from conformance._src.calling.clocks import ahead
 from conformance._src.calling.distributed import Cluster
 from conformance._src.contract import messages
 from conformance._src.contract.catalogue import CHECKS, CheckFailure
@@ -39,6 +40,8 @@ EXAMPLES = {"default": 20, "ci": 20, "thorough": 150}
 # How long Hypothesis may shrink a failure, per profile: each try calls the function (compiles
 # and all), and a default run of a declared contract stays within a minute.
 SHRINK_SECONDS = {"default": 8.0, "ci": 15.0, "thorough": 60.0}
+# The searched histories of fn.histories, as a share of EXAMPLES: each calls up to 2 * STEPS times.
+HISTORY_SHARE = 0.3
 
 
 class NotApplicable(Exception):
@@ -57,16 +60,25 @@ class DeclaredKit:
     seed: int = 0  # the run's; each check's search is seeded from it
     records: dict[str, CheckVerdict] = field(default_factory=dict)
     check_id: str = ""
-    history: list[Call] | None = None  # the history being judged, for messages
+    history: list[Any] | None = None  # the history being judged (calls or steps), for messages
+    replay: list[Any] | None = None  # its steps as called so far: the rerun line's --case token
+    case: str | None = None  # --case: the history token fn.histories replays
     cluster: Cluster | None = None  # set in --distributed runs (conformance.launch)
 
     # -- calling the function ------------------------------------------------------
-    def call(self, call: Call, arguments: list[Any] | None = None) -> tuple[list[Any], Outcome]:
-        """Call the function on ``call``'s fresh arguments (or the given ones); the outcome's
-        ``error`` is what it raised."""
+    def call(
+        self, call: Call, arguments: list[Any] | None = None, *, clocks: int = 0
+    ) -> tuple[list[Any], Outcome]:
+        """Call the function on ``call``'s fresh arguments (or the given ones), its clocks
+        ``clocks`` seconds ahead (calling/clocks.py); the outcome's ``error`` is what it raised."""
         args = call.arguments() if arguments is None else arguments
         kwargs, impl = call.keywords(), self.impl
-        outcome = self.run(call, lambda: finished(impl(*args, **kwargs)))
+
+        def one() -> Any:
+            with ahead(clocks):
+                return finished(impl(*args, **kwargs))
+
+        outcome = self.run(call, one)
         return args, outcome
 
     def run(self, call: Call, fn: Callable[[], Any]) -> Outcome:
@@ -120,6 +132,10 @@ class DeclaredKit:
         args = ["python", "-m", "pytest", "--pyargs", "conformance", "--impl", self.spec]
         args += ["--contract", self.contract_spec, "--devices", str(self.devices)]
         args += ["--check", self.check_id, f"--hypothesis-seed={self.seed}"]
+        if self.replay:  # a history: exactly its calls, in a fresh process
+            from conformance._src.declared import history
+
+            args += ["--case", history.encode(self.replay)]
         return shlex.join(args)
 
     # -- running checks ------------------------------------------------------------
@@ -152,6 +168,21 @@ class DeclaredKit:
         examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
         return count + self._search(strategy(), body, examples=examples, salt="")
 
+    def search_once(
+        self,
+        strategy: st.SearchStrategy[Any],
+        body: Callable[[Any], None],
+        *,
+        salt: str,
+        examples: int | None = 1,
+        share: float = HISTORY_SHARE,
+    ) -> int:
+        """Run ``body`` on ``examples`` examples of ``strategy`` (None: the profile's examples
+        times ``share``), the shrunk failure raised; return the count."""
+        if examples is None:
+            examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
+        return self._search(strategy, body, examples=examples, salt=salt)
+
     def _search(
         self, strategy: st.SearchStrategy[Any], body: Callable[[Any], None], *, examples: int, salt: str
     ) -> int:
@@ -159,7 +190,7 @@ class DeclaredKit:
 
         def one(example: Any) -> None:
             count[0] += 1
-            self.history = None
+            self.history = self.replay = None
             if self.cluster is None:
                 body(example)
                 return
@@ -223,7 +254,7 @@ class DeclaredKit:
             record.status, record.message = Status.FAILED, f"{type(error).__name__}: {error}"
             raise
         finally:
-            self.history = None
+            self.history = self.replay = None
             record.seconds = time.perf_counter() - start
             record.calls = stats.calls - calls
             record.compiles = stats.compiles - compiles

@@ -252,11 +252,6 @@ def _validate_contract(config: pytest.Config) -> None:
         judged_contract(config)
     except ContractError as exc:
         raise pytest.UsageError(exc.usage_line(value)) from None
-    if config.getoption("--case") is not None and declared_contract(config):
-        raise pytest.UsageError(
-            "--case replays pjit_double's inputs; a declared contract's check reruns with its "
-            "--hypothesis-seed (the failure's rerun line gives it)"
-        )
 
 
 # ---------------------------------------------------------------------------
@@ -304,6 +299,22 @@ def _validate_profile(config: pytest.Config) -> None:
 # --case
 
 
+def _validate_declared_case(config: pytest.Config, check_id: str, contract: Any) -> None:
+    """A declared contract's --case is a history of fn.histories, of this contract's arguments,
+    on devices --devices gives."""
+    from conformance._src.declared import history
+
+    if check_id != "fn.histories":
+        raise pytest.UsageError(
+            f"--case: --check {check_id} takes no case; a declared contract replays a history of "
+            f"fn.histories (--check fn.histories), other checks rerun with their --hypothesis-seed"
+        )
+    try:
+        history.decode(contract, config.getoption("--case"), devices=config.getoption("--devices"))
+    except history.TokenError as exc:
+        raise pytest.UsageError(f"--case: not a valid history token of {contract.name}: {exc}") from None
+
+
 def _validate_case(config: pytest.Config) -> None:
     """The token is one, of one --check that takes a case, in the contract and in the check's domain.
 
@@ -320,6 +331,9 @@ def _validate_case(config: pytest.Config) -> None:
         raise pytest.UsageError("--case replays one example of one check: give exactly one --check ID")
     check = CHECKS[wanted[0]]
     contract = judged_contract(config)
+    if declared_contract(config):
+        _validate_declared_case(config, check.id, contract)
+        return
     if not check.applies(contract):
         raise pytest.UsageError(
             f"--case: --check {check.id} is not in the {contract.name} contract, "

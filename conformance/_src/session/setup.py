@@ -309,6 +309,7 @@ def _declared_kit(
         runner=runner,
         profile=profile,
         seed=schedule_seed(config),
+        case=config.getoption("--case"),
     )
 
 

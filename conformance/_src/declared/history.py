@@ -1,0 +1,507 @@
+"""Histories of calls of a declared contract: the function's *state*, searched, shrunk, replayed.
+
+A history is a list of ``Step``s, each one call of the function (a ``draw.Call``) and what came
+before it: a result of the function passed back as the first argument (``back``), a call that
+must raise the contract's error (``raises``), the function's clocks moved ahead (``clocks``).
+``Judge`` (in running/declared_checks.py) calls them in order and judges each.
+
+Histories come three ways, all of them for every contract, over its own arguments and axes:
+
+* ``planned``: every run, by construction, the histories chance reaches too rarely.
+  ``stale``: one form over a mesh A, then the same devices in another order, the same device ids
+  in another shape, A's shape and axis names over other devices, then A and the second again
+  (a cache keyed on the device set, the flat device ids, the mesh's shape or its axis names hands
+  a result laid out for another mesh; one that keeps the last key, or the two latest meshes,
+  compiles again).  ``depth``: one key called ``DEPTH`` times, every placement kind of the first
+  argument in turn, between another key's calls for the second half.  ``moves``: a result passed
+  back, a call that raises between two calls of one key, and the clocks ahead between two calls
+  of one key, where the contract has them.
+* ``steps``: a search (Hypothesis draws each move in turn, from ``st.data()``; a failure is
+  shrunk to the shortest history that still fails).  Its moves: a call on a mesh the pool gives
+  (``MOVES``: one used before; a new one; rebuilt; its devices in another order; the same ids in
+  another shape; its axis names swapped; a subset of the devices; other devices), of a form used
+  before on it or a new one; a revisit of an earlier key; a held result passed back; an error
+  between two calls of one key; time passing.  After every step the least recently used key of
+  the history is called again (``recall``): what a bounded cache evicts first.
+* ``decode``: a ``--case`` token (``encode``), replayed exactly.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import jax
+import numpy as np
+from hypothesis import strategies as st
+from jax.sharding import Mesh, PartitionSpec
+
+from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, Contract
+from conformance._src.declared.draw import (
+    LAYOUTS,
+    Call,
+    Form,
+    Placed,
+    _host,
+    _multiples,
+    calls_of,
+    forms,
+    mesh_strategy,
+    split,
+)
+from conformance._src.library.show import make_mesh
+
+# How a call's mesh comes from the history's meshes, in the order shrinking prefers.
+MOVES = (
+    "again",
+    "new",
+    "rebuilt",
+    "permuted",
+    "reshaped",
+    "names-swapped",
+    "subset",
+    "other-devices",
+)
+STEPS = 12  # moves in one searched history at most (each may bring a recall)
+HELD = 8  # the caller holds its last this many results: passed back, and judged intact after each call
+MINUTES = (1, 10, 61, 24 * 60)  # how far the clocks jump when time passes
+DEPTH = 12  # the planned deep history calls one key this many times
+TOKEN_VERSION = 1
+
+
+class TokenError(ValueError):
+    """A ``--case`` token that is not a history of this contract (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call of a history and what came before it.
+
+    ``back``: (k, leaf), the k-th call's result (1-based), its leaf-th leaf, passed back as the
+    first argument (its values are what the caller holds: the judge reads them); ``raises``: the
+    first argument's sides do not divide, the contract's error must come; ``clocks``: seconds the
+    function's clocks read ahead during the call (calling/clocks.py).
+    """
+
+    call: Call
+    back: tuple[int, int] | None = None
+    raises: bool = False
+    clocks: int = 0
+
+    def describe(self) -> str:
+        text = self.call.describe()
+        notes = []
+        if self.back is not None:
+            k, leaf = self.back
+            name = self.call.contract.first.name
+            notes.append(f"{name} is the result of call {k} (leaf {leaf}), passed back")
+        if self.raises:
+            error = self.call.contract.raises
+            notes.append(f"must raise {error.__name__ if error else 'an error'}")
+        if self.clocks:
+            notes.append(f"the clocks read {self.clocks // 60} min ahead")
+        return text + "".join(f" [{note}]" for note in notes)
+
+
+# ---------------------------------------------------------------------------
+# Meshes
+
+
+def _ids(mesh: Mesh) -> list[int]:
+    return [int(d.id) for d in mesh.devices.flat]
+
+
+def extra_axis(contract: Contract) -> str:
+    """A mesh axis name the contract does not use (it replicates)."""
+    return next(n for n in ("extra", "extra2", "extra3") if n not in contract.mesh_axes)
+
+
+def _factorisations(size: int, parts: int) -> list[tuple[int, ...]]:
+    if parts == 1:
+        return [(size,)]
+    return [
+        (a, *rest)
+        for a in range(1, size + 1)
+        if size % a == 0
+        for rest in _factorisations(size // a, parts - 1)
+    ]
+
+
+def arrangements(contract: Contract, size: int) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
+    """Every (shape, axis names) of ``size`` devices with the contract's axes (in any order), and
+    with one more axis that replicates."""
+    axes = tuple(contract.mesh_axes)
+    found = []
+    for names in (axes, (*axes, extra_axis(contract))):
+        for order in _orders(names):
+            found += [(shape, order) for shape in _factorisations(size, len(order))]
+    return found
+
+
+def _orders(names: tuple[str, ...]) -> list[tuple[str, ...]]:
+    if len(names) <= 1:
+        return [names]
+    return [(n, *rest) for k, n in enumerate(names) for rest in _orders(names[:k] + names[k + 1 :])]
+
+
+def _arranged(contract: Contract, ids: list[int], draw: Callable[..., Any], unlike: Mesh | None) -> Mesh:
+    """``ids`` as a mesh of any arrangement (``arrangements``), another than ``unlike``'s where one is."""
+    options = arrangements(contract, len(ids))
+    if unlike is not None:
+        other = [(s, n) for s, n in options if (s, n) != (tuple(unlike.devices.shape), unlike.axis_names)]
+        options = other or options
+    shape, names = draw(st.sampled_from(options))
+    return make_mesh(ids, shape, names)
+
+
+def _shard_moved(order: list[int], base: Mesh) -> list[int]:
+    """``order`` (a permutation of ``base``'s ids) changed where needed so that some device holds
+    another part than in ``base`` along the contract's split axes: rotated by one where the draw
+    gave ``base``'s own order."""
+    ids = _ids(base)
+    if order != ids:
+        return order
+    return ids[1:] + ids[:1]
+
+
+def move(contract: Contract, how: str, base: Mesh, draw: Callable[..., Any]) -> Mesh:
+    """The mesh that ``how`` (``MOVES``) makes from ``base``; across processes every mesh keeps
+    every device (each process takes part in every call)."""
+    every = [int(d.id) for d in jax.devices()]
+    ids, size = _ids(base), base.devices.size
+    alone = jax.process_count() == 1
+    if how == "again":
+        return base
+    if how == "new":
+        return draw(mesh_strategy(contract))
+    if how == "rebuilt":  # Mesh objects are interned: a cache keyed on id(mesh) must still find it
+        return make_mesh(ids, tuple(base.devices.shape), tuple(base.axis_names))
+    if how == "permuted" or (how in ("subset", "other-devices") and not alone):
+        if size == 1:
+            others = [i for i in every if i != ids[0]] if alone else []
+            if not others:
+                return base
+            return make_mesh([draw(st.sampled_from(others))], tuple(base.devices.shape), base.axis_names)
+        order = _shard_moved([int(i) for i in draw(st.permutations(ids))], base)
+        return make_mesh(order, tuple(base.devices.shape), tuple(base.axis_names))
+    if how == "reshaped":  # the same ids in the same flat order, another shape or other axes
+        return _arranged(contract, ids, draw, base)
+    if how == "names-swapped":  # the same device array, its axis names in another order
+        if base.devices.ndim >= 2:
+            return Mesh(base.devices, tuple(reversed(base.axis_names)))
+        return _arranged(contract, ids, draw, base)
+    if how == "subset":  # some of the devices, not a prefix of jax.devices()
+        k = draw(st.integers(1, max(1, len(every) - 1)))
+        chosen = [int(i) for i in draw(st.permutations(every))][:k]
+        if sorted(chosen) == every[:k] and len(every) > k:
+            chosen = [*chosen[1:], every[k]]
+        return _arranged(contract, chosen, draw, None)
+    if how == "other-devices":  # base's shape and names over devices it does not use
+        others = [i for i in every if i not in ids]
+        if len(others) < size:
+            others = [i for i in every if i not in ids[:1]]
+        if len(others) < size:
+            return move(contract, "permuted", base, draw)
+        chosen = [int(i) for i in draw(st.permutations(others))][:size]
+        return make_mesh(chosen, tuple(base.devices.shape), tuple(base.axis_names))
+    raise ValueError(f"unknown mesh move {how!r}")
+
+
+def fits(contract: Contract, form: Form, mesh: Mesh) -> bool:
+    """Does every layout of every argument (and the result's, for the first) divide ``form`` on ``mesh``?"""
+    for arg, shape in zip(contract.arguments, form.shapes, strict=True):
+        multiple = _multiples(contract, arg, [mesh], len(shape))
+        if any(s % m for s, m in zip(shape, multiple, strict=True)):
+            return False
+    return True
+
+
+def can_raise(contract: Contract, mesh: Mesh) -> bool:
+    """Can a call on ``mesh`` be given a first argument whose sides its first layout does not
+    divide (as NumPy, with mesh=), and must it raise?"""
+    if contract.raises is None or contract.mesh != MESH_KEYWORD or NUMPY not in contract.first.placements:
+        return False
+    return any(p > 1 for p in split(contract.first.layouts[0], mesh, contract.first.rank or 1))
+
+
+# ---------------------------------------------------------------------------
+# The judge's side: what a history needs of whoever calls the function
+
+
+class Caller:
+    """What the moves need of the judge: the keys called so far and the results still held."""
+
+    def keys(self) -> list[tuple[Any, Step]]:
+        """Each key of the history with its last step, least recently used first."""
+        raise NotImplementedError
+
+    def passable(self) -> list[tuple[int, int, Step]]:
+        """(k, leaf, step): held results that can be passed back as the first argument of
+        ``step``'s form, on its mesh."""
+        raise NotImplementedError
+
+    def run(self, step: Step) -> None:
+        """Call and judge ``step`` (raises the check's failure)."""
+        raise NotImplementedError
+
+
+def _again(contract: Contract, call: Call, data: st.DataObject) -> Call:
+    """``call``'s mesh, shapes, dtypes and placements, with new values."""
+    hosts = tuple(
+        data.draw(_host(arg, host.dtype.name, host.shape), label=f"{arg.name} values")
+        for arg, host in zip(contract.arguments, call.hosts, strict=True)
+    )
+    return replace(call, hosts=hosts)
+
+
+def _passed_back(contract: Contract, k: int, leaf: int, step: Step, data: st.DataObject) -> Step:
+    """The first argument: the k-th result's leaf (laid out as the contract's out spec says, on
+    its own mesh); the others with new values, as in ``step``."""
+    call = _again(contract, step.call, data)
+    spec = out_specs(contract)[leaf]
+    placements = (Placed(LAYOUTS, spec), *call.placements[1:])
+    return Step(replace(call, placements=placements), back=(k, leaf))
+
+
+def out_specs(contract: Contract) -> list[PartitionSpec]:
+    return list(jax.tree_util.tree_leaves(contract.out, is_leaf=lambda v: isinstance(v, PartitionSpec)))
+
+
+def steps(contract: Contract, caller: Caller, data: st.DataObject) -> None:
+    """One searched history: each move drawn in turn and run at once (``caller.run``), each
+    followed by a recall of the least recently used key."""
+    meshes: list[Mesh] = []
+    used: list[Form] = []
+    clocks = 0
+    count = data.draw(st.integers(1, STEPS), label="moves")
+    for _ in range(count):
+        keys = caller.keys()
+        choices = ["call"]
+        if keys:
+            choices.append("revisit")
+        if caller.passable():
+            choices.append("pass-back")
+        raising = [step for _, step in keys if can_raise(contract, step.call.mesh)]
+        if raising:
+            choices.append("raise-between")
+        if keys and jax.process_count() == 1:  # across processes JAX's own calls read the clocks
+            choices.append("time-passes")
+        choice = data.draw(st.sampled_from(choices), label="move")
+        if choice == "call":
+            how = data.draw(st.sampled_from(MOVES), label="mesh move") if meshes else "new"
+            base = data.draw(st.sampled_from(meshes), label="from mesh") if meshes else None
+            mesh = (
+                data.draw(mesh_strategy(contract)) if base is None else move(contract, how, base, data.draw)
+            )
+            if mesh not in meshes:
+                meshes.append(mesh)
+            fitting = [f for f in used if fits(contract, f, mesh)]
+            before: bool = bool(fitting) and data.draw(st.booleans(), label="a form used before")
+            if before:
+                form = data.draw(st.sampled_from(fitting), label="form")
+            else:
+                form = data.draw(forms(contract, [mesh]), label="form")
+                used.append(form)
+            caller.run(Step(data.draw(calls_of(contract, mesh, form), label="call"), clocks=clocks))
+        elif choice == "revisit":
+            _, earlier = data.draw(st.sampled_from(keys), label="key")
+            caller.run(Step(_again(contract, earlier.call, data), clocks=clocks))
+        elif choice == "pass-back":
+            k, leaf, step = data.draw(st.sampled_from(caller.passable()), label="held result")
+            caller.run(replace(_passed_back(contract, k, leaf, step, data), clocks=clocks))
+        elif choice == "raise-between":
+            earlier = data.draw(st.sampled_from(raising), label="key")
+            mesh = earlier.call.mesh
+            form = data.draw(forms(contract, [mesh], indivisible=True), label="indivisible form")
+            bad = data.draw(calls_of(contract, mesh, form, indivisible=True), label="call")
+            caller.run(Step(bad, raises=True, clocks=clocks))
+            caller.run(Step(_again(contract, earlier.call, data), clocks=clocks))
+        else:
+            clocks += 60 * data.draw(st.sampled_from(MINUTES), label="minutes")
+        keys = caller.keys()
+        if len(keys) > 1:  # the least recently used key again: a bounded cache evicted it first
+            caller.run(Step(_again(contract, keys[0][1].call, data), clocks=clocks))
+
+
+# ---------------------------------------------------------------------------
+# Planned histories
+
+
+def _base_ids(every: list[int]) -> list[int]:
+    """The planned stale history's first mesh: half the devices (the rest are its 'other
+    devices'), all of them across processes."""
+    if jax.process_count() > 1 or len(every) < 4:
+        return every
+    return every[: len(every) // 2]
+
+
+@st.composite
+def stale(draw: st.DrawFn, contract: Contract) -> list[Step]:
+    """One form over A, then A's devices in another order, A's ids in another shape, A's shape
+    and names over other devices (one process, 4 or more devices), then A and the second again."""
+    every = [int(d.id) for d in jax.devices()]
+    ids = _base_ids(every)
+    shape, names = max(
+        ((s, n) for s, n in arrangements(contract, len(ids)) if n == tuple(contract.mesh_axes)),
+        key=lambda sn: sn[0][0],
+    )  # the first axis of the contract as long as it goes
+    a = make_mesh(ids, shape, names)
+    meshes = [a, move(contract, "permuted", a, draw), _arranged(contract, ids, draw, a)]
+    if len(ids) < len(every):
+        rest = [i for i in every if i not in ids]
+        meshes.append(make_mesh(rest[: len(ids)], shape, names))
+    form = draw(forms(contract, meshes))
+    made = [draw(calls_of(contract, mesh, form)) for mesh in meshes]
+    made += [draw(calls_of(contract, meshes[0], form)), draw(calls_of(contract, meshes[1], form))]
+    return [Step(call) for call in made]
+
+
+@st.composite
+def depth(draw: st.DrawFn, contract: Contract) -> list[Step]:
+    """One key ``DEPTH`` times, the first argument's placement kinds in turn (half in a row, half
+    between another key's calls)."""
+    a = draw(mesh_strategy(contract, "contract-axes"))
+    b = draw(mesh_strategy(contract, "contract-axes"))
+    form = draw(forms(contract, [a]))
+    other = draw(forms(contract, [b]))
+    kinds = list(contract.first.placements)
+    made: list[Call] = []
+    for k in range(DEPTH):
+        made.append(draw(calls_of(contract, a, form, placement=kinds[k % len(kinds)])))
+        if k >= DEPTH // 2:
+            made.append(draw(calls_of(contract, b, other)))
+    return [Step(call) for call in made]
+
+
+@st.composite
+def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
+    """A result passed back (where one can be: the judge skips the step where none is), a call
+    that raises between two calls of one key, the clocks 10 minutes ahead between two calls."""
+    mesh = draw(mesh_strategy(contract, "contract-axes"))
+    form = draw(forms(contract, [mesh]))
+    first = draw(calls_of(contract, mesh, form))
+    made = [Step(first)]
+    spec = [k for k, s in enumerate(out_specs(contract)) if s in contract.first.layouts]
+    if spec and LAYOUTS in contract.first.placements:
+        again = draw(calls_of(contract, mesh, form))
+        made.append(
+            Step(
+                replace(
+                    again, placements=(Placed(LAYOUTS, out_specs(contract)[spec[0]]), *again.placements[1:])
+                ),
+                back=(1, spec[0]),
+            )
+        )
+    if can_raise(contract, mesh):
+        bad = draw(
+            calls_of(contract, mesh, draw(forms(contract, [mesh], indivisible=True)), indivisible=True)
+        )
+        made += [Step(bad, raises=True), Step(draw(calls_of(contract, mesh, form)))]
+    if jax.process_count() == 1:
+        made += [Step(draw(calls_of(contract, mesh, form)), clocks=600)]
+    return made
+
+
+PLANNED: dict[str, Callable[[Contract], st.SearchStrategy[list[Step]]]] = {
+    "stale": stale,
+    "depth": depth,
+    "moves": moves,
+}
+
+
+def planned(contract: Contract) -> Iterator[tuple[str, st.SearchStrategy[list[Step]]]]:
+    """The planned histories (2 or more devices: a contract's meshes split)."""
+    for name, strategy in PLANNED.items():
+        yield name, strategy(contract)
+
+
+# ---------------------------------------------------------------------------
+# --case tokens
+
+
+def _spec_json(spec: PartitionSpec | None) -> Any:
+    if spec is None:
+        return None
+    return [list(e) if isinstance(e, tuple) else e for e in tuple(spec)]
+
+
+def _spec_of(data: Any) -> PartitionSpec | None:
+    if data is None:
+        return None
+    return PartitionSpec(*[tuple(e) if isinstance(e, list) else e for e in data])
+
+
+def encode(history: Sequence[Step]) -> str:
+    """The ``--case`` token of ``history``: every call's mesh, values and placements, exactly."""
+    out = []
+    for step in history:
+        call = step.call
+        out.append(
+            {
+                "ids": np.vectorize(lambda d: int(d.id), otypes=[np.int64])(call.mesh.devices).tolist(),
+                "axes": list(call.mesh.axis_names),
+                "args": [
+                    {
+                        "dtype": host.dtype.name,
+                        "shape": list(host.shape),
+                        "values": base64.b64encode(np.ascontiguousarray(host).tobytes()).decode(),
+                        "kind": p.kind,
+                        "spec": _spec_json(p.spec),
+                        "on": list(p.ids),
+                        "memory": p.memory,
+                    }
+                    for host, p in zip(call.hosts, call.placements, strict=True)
+                ],
+                "back": list(step.back) if step.back else None,
+                "raises": step.raises,
+                "clocks": step.clocks,
+            }
+        )
+    raw = json.dumps({"history": TOKEN_VERSION, "steps": out}, separators=(",", ":")).encode()
+    return "h" + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode()
+
+
+def decode(contract: Contract, token: str, devices: int | None = None) -> list[Step]:
+    """The history a token names (``TokenError`` where it is not one of this contract's);
+    ``devices``: how many there are, to check the ids against without starting JAX."""
+    try:
+        if not token.startswith("h"):
+            raise ValueError("not a declared contract's history token")
+        data = json.loads(zlib.decompress(base64.urlsafe_b64decode(token[1:].encode("ascii"))))
+        if data.get("history") != TOKEN_VERSION:
+            raise ValueError(f"made by another version of the kit ({data.get('history')})")
+        found = []
+        for k, one in enumerate(data["steps"], 1):
+            ids = np.array(one["ids"], dtype=np.int64)
+            if devices is not None and int(ids.max()) >= devices:
+                raise ValueError(f"call {k} uses device {int(ids.max())}, there are {devices} (--devices)")
+            if len(one["args"]) != len(contract.arguments):
+                raise ValueError(
+                    f"call {k} has {len(one['args'])} arguments, the contract {len(contract.arguments)}"
+                )
+            found.append(one)
+    except (ValueError, KeyError, TypeError, zlib.error, UnicodeError) as exc:
+        raise TokenError(str(exc)) from None
+    if devices is not None:
+        return []  # checked; the steps are made once JAX has started
+    return [_step(contract, one) for one in found]
+
+
+def _step(contract: Contract, one: dict[str, Any]) -> Step:
+    import jax.numpy as jnp
+
+    ids = np.array(one["ids"], dtype=np.int64)
+    mesh = make_mesh([int(i) for i in ids.flat], tuple(ids.shape), tuple(one["axes"]))
+    hosts, placements = [], []
+    for arg in one["args"]:
+        dtype = np.dtype(jnp.dtype(arg["dtype"]))
+        raw = base64.b64decode(arg["values"])
+        hosts.append(np.frombuffer(raw, dtype=dtype).reshape(arg["shape"]).copy())
+        placements.append(Placed(arg["kind"], _spec_of(arg["spec"]), tuple(arg["on"]), arg["memory"]))
+    back = tuple(one["back"]) if one["back"] else None
+    call = Call(contract, mesh, tuple(hosts), tuple(placements))
+    return Step(call, back=back, raises=bool(one["raises"]), clocks=int(one["clocks"]))  # type: ignore[arg-type]
