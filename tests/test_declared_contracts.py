@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 from conformance.contracts import Argument, Contract, ContractError, by_dtype
-from tests.kit_process import run_kit_report, statuses, verdict
+from tests.kit_process import run_kit, run_kit_report, statuses, verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 X = Argument("x", rank=2, dtypes=("float32",), layouts=(P("data", None),))
@@ -204,6 +205,13 @@ VERDICTS: dict[tuple[str, str], str | None] = {
     ("layer_norm", "stats_replicated"): "fn.layout",
     ("layer_norm", "stale_mesh"): "fn.histories",
     ("layer_norm", "one_pass_variance"): "fn.values",
+    # Caches of jitted functions that evict or go stale (examples/contracts/caches.py): the planned
+    # histories of fn.histories reach each of them by construction.
+    **{
+        (name, f"cache_{kind}"): "fn.histories"
+        for name in ("softmax", "centring", "layer_norm")
+        for kind in ("last_only", "two_meshes", "device_set", "flat_ids", "mesh_shape", "axis_names")
+    },
 }
 
 
@@ -235,6 +243,68 @@ def test_the_example_contracts_pass_the_correct_and_catch_the_broken(name: str, 
     else:
         assert done.returncode == 1 and verdict(report) == "not conforming", done.stdout[-4000:]
         assert found[failing] == "failed", (found, done.stdout[-4000:])
+
+
+@pytest.mark.slow
+def test_the_rerun_line_of_a_failing_declared_history_replays_it_in_a_fresh_process() -> None:
+    """A stale cache fails fn.histories; the --case token of its rerun line names exactly the
+    shrunk history, which fails again, call for call, in a process whose cache starts empty."""
+    done, report = _example("layer_norm", "cache_mesh_shape", "--check", "fn.histories")
+    assert report is not None and statuses(report)["fn.histories"] == "failed", done.stdout[-3000:]
+    failure = done.stdout[done.stdout.index("[fn.histories]") :]
+    history = re.findall(r"^    \d+\. .+$", failure.split("  rerun:")[0], re.M)
+    rerun = shlex.split(re.search(r"^  rerun:    (.+)$", failure, re.M).group(1))  # type: ignore[union-attr]
+    assert "--case" in rerun and 2 <= len(history), failure[:3000]
+    again, replayed = run_kit_report(*rerun[rerun.index("--pyargs") :], timeout=300)
+    assert replayed is not None, again.stdout[-3000:] + again.stderr[-2000:]
+    assert again.returncode == 1 and statuses(replayed)["fn.histories"] == "failed", again.stdout[-3000:]
+    block = again.stdout[again.stdout.index("[fn.histories]") :]
+    assert re.findall(r"^    \d+\. .+$", block.split("  rerun:")[0], re.M) == history, block[:3000]
+
+
+@pytest.mark.parametrize(
+    "case, check, said",
+    [
+        ("hnot-a-token", "fn.histories", "not a valid history token of row softmax"),
+        ("abc", "fn.values", "--check fn.values takes no case"),
+    ],
+    ids=["garbage", "other-check"],
+)
+def test_a_declared_case_token_is_checked_before_any_call(case: str, check: str, said: str) -> None:
+    path = EXAMPLES / "softmax.py"
+    done = run_kit(
+        "--pyargs", "conformance", "--impl", f"{path}:softmax", "--contract", f"{path}:CONTRACT",
+        "--check", check, "--case", case,
+    )  # fmt: skip
+    assert done.returncode == 4 and said in done.stderr, done.stderr[-2000:]
+
+
+def test_a_declared_history_token_round_trips() -> None:
+    """encode, then decode: the same meshes, values (bits), placements and moves."""
+    import jax
+    from hypothesis import find
+
+    from conformance._src.declared import history
+    from conformance._src.declared.contract import load
+
+    contract = load(f"{EXAMPLES / 'layer_norm.py'}:CONTRACT")
+    if len(jax.devices()) < 4:
+        pytest.skip("the planned stale history needs 4 devices")
+    steps = find(history.stale(contract), lambda _: True, settings=None)
+    steps = [
+        *steps[:2],
+        history.Step(steps[2].call, back=(1, 0), clocks=600),
+        history.Step(steps[3].call, raises=True),
+    ]
+    again = history.decode(contract, history.encode(steps))
+    assert [s.describe() for s in again] == [s.describe() for s in steps]
+    for a, b in zip(again, steps, strict=True):
+        assert a.call.mesh == b.call.mesh and a.call.placements == b.call.placements
+        assert all(
+            x.tobytes() == y.tobytes() and x.dtype == y.dtype
+            for x, y in zip(a.call.hosts, b.call.hosts, strict=True)
+        )
+        assert (a.back, a.raises, a.clocks) == (b.back, b.raises, b.clocks)
 
 
 def test_the_oracle_gets_numpy_arrays_and_the_keywords(tmp_path: Path) -> None:
