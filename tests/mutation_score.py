@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -508,6 +509,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run nothing: print the table from --ledger's runs (the first --runs of each)",
     )
+    parser.add_argument(
+        "--contract",
+        default=None,
+        help="judge tests/mutants and tests/alternates under this --contract (a user's declaration of "
+        "pjit_double's, e.g. examples/contracts/pjit_double.py:CONTRACT) instead of the built-in one",
+    )
     parser.add_argument("names", nargs="*", help="only these mutants/alternates (default: all)")
     args = parser.parse_args(argv)
     if args.from_ledger and args.ledger is None:
@@ -519,13 +526,19 @@ def main(argv: list[str] | None = None) -> int:
             "the ci profile is derandomized: every run draws the same; --runs needs default or thorough"
         )
 
-    subjects = discover("mutants") + discover("alternates") + discover_examples()
+    subjects = discover("mutants") + discover("alternates")
+    if args.contract is None:
+        subjects += discover_examples()
     names = [*args.names, *args.only]
     if names:
         subjects = [s for s in subjects if s.name in names]
         missing = set(names) - {s.name for s in subjects}
         if missing:
             parser.error(f"no mutant or alternate called {', '.join(sorted(missing))}")
+    if args.contract is not None:  # each its own subject (and ledger entry): name@contract
+        subjects = [
+            dataclasses.replace(s, name=f"{s.name}@{args.contract}", contract=args.contract) for s in subjects
+        ]
     n = args.runs
     ledger = Ledger(args.ledger, kit_digest()) if args.ledger is not None else None
     kept = ledger.runs(subjects, args.profile) if ledger is not None else {s: [] for s in subjects}
