@@ -159,13 +159,10 @@ def _arranged(contract: Contract, ids: list[int], draw: Callable[..., Any], unli
 
 
 def _shard_moved(order: list[int], base: Mesh) -> list[int]:
-    """``order`` (a permutation of ``base``'s ids) changed where needed so that some device holds
-    another part than in ``base`` along the contract's split axes: rotated by one where the draw
-    gave ``base``'s own order."""
+    """``order`` (a permutation of ``base``'s ids), rotated by one where the draw gave ``base``'s own
+    order: the devices are the same, their order is not."""
     ids = _ids(base)
-    if order != ids:
-        return order
-    return ids[1:] + ids[:1]
+    return ids[1:] + ids[:1] if order == ids else order
 
 
 def move(contract: Contract, how: str, base: Mesh, draw: Callable[..., Any]) -> Mesh:

@@ -262,6 +262,7 @@ class _HistoryJudge(declared_history.Caller):
         self.lru: dict[Any, declared_history.Step] = {}  # each key's last step, least recent first
         self.held: list[tuple[int, Any, Any]] = []  # (k, result, its host copy): the last HELD
         self.came_between: dict[Any, list[str]] = {}  # what happened since each key's last call
+        self.clocks = 0  # seconds the function's clocks read ahead at the last call
         kit.history, kit.replay = [], []
 
     def keys(self) -> list[tuple[Any, declared_history.Step]]:
@@ -300,14 +301,19 @@ class _HistoryJudge(declared_history.Caller):
         arguments = call.arguments()
         if step.back is not None:
             found = self._held_leaf(*step.back)
-            if found is None:  # a replay whose result was dropped: nothing to pass back
-                return
+            want = call.hosts[0]
+            if found is None or (found[1].shape, found[1].dtype) != (want.shape, want.dtype):
+                return  # no such result held, or not one the first argument can be: nothing to pass back
             arguments[0], host = found
             call = replace(call, hosts=(host, *call.hosts[1:]))
             step = replace(step, call=call)
         assert kit.history is not None and kit.replay is not None
         kit.history.append(step)
         kit.replay.append(step)
+        if step.clocks != self.clocks:  # time passed since every key's last call
+            self.clocks = step.clocks
+            for between in self.came_between.values():
+                between.append("time passed")
         _, outcome = kit.call(call, arguments, clocks=step.clocks)
         if step.raises:
             self._raised(step, outcome.error)
@@ -349,10 +355,6 @@ class _HistoryJudge(declared_history.Caller):
         for other, between in self.came_between.items():
             if other != key:
                 between.append("other keys")
-        if step.clocks and any(s.clocks != step.clocks for s in self.done[:-1]):
-            for other, between in self.came_between.items():
-                if other != key:
-                    between.append("time passed")
         if jax.process_count() == 1:  # across processes a result is judged by its own shards
             self.held.append((len(self.done), result, jax.tree_util.tree_map(np.array, result)))
             del self.held[: -declared_history.HELD]
