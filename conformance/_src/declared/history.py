@@ -33,7 +33,7 @@ import json
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import numpy as np
@@ -229,21 +229,21 @@ def can_raise(contract: Contract, mesh: Mesh) -> bool:
 # The judge's side: what a history needs of whoever calls the function
 
 
-class Caller:
+class Caller(Protocol):
     """What the moves need of the judge: the keys called so far and the results still held."""
 
     def keys(self) -> list[tuple[Any, Step]]:
         """Each key of the history with its last step, least recently used first."""
-        raise NotImplementedError
+        ...
 
     def passable(self) -> list[tuple[int, int, Step]]:
         """(k, leaf, step): held results that can be passed back as the first argument of
         ``step``'s form, on its mesh."""
-        raise NotImplementedError
+        ...
 
     def run(self, step: Step) -> None:
         """Call and judge ``step`` (raises the check's failure)."""
-        raise NotImplementedError
+        ...
 
 
 def _again(contract: Contract, call: Call, data: st.DataObject) -> Call:

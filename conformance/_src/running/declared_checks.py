@@ -251,7 +251,7 @@ def fn_raises(kit: DeclaredKit, _: None) -> int:
     return kit.search(partial(draw.raising_calls, contract), body, share=0.5, by_placement=False)
 
 
-class _HistoryJudge(declared_history.Caller):
+class _HistoryJudge:
     """Calls a history's steps in order and judges each (``fn.histories``): the result's values,
     dtype and layout, the arguments intact, every result the caller still holds intact, the
     contract's error where the step must raise, and no compile for a key called before."""
