@@ -502,3 +502,14 @@ def test_a_contract_of_the_one_vector_form_gets_every_check(tmp_path: Path) -> N
     )
     assert done.returncode == 1 and statuses(report)["values.float32"] == "failed", done.stdout[-4000:]
     assert f"--contract {contract}" in done.stdout  # the rerun line names the contract as given
+
+
+def test_a_declared_contracts_histories_run_first_and_pjit_doubles_order_stays() -> None:
+    """fn.histories runs before the checks whose calls fill the function's caches, so that its
+    failing history starts, as its replay in a fresh process does, from caches the kit left empty."""
+    from conformance._src.contract import checks  # noqa: F401 -- registers the checks
+    from conformance._src.contract.catalogue import ids_for, run_order
+    from conformance._src.running import declared_checks  # noqa: F401
+
+    assert run_order(True)[0] == "fn.histories" and sorted(run_order(True)) == sorted(ids_for(True))
+    assert run_order(False) == ids_for(False)

@@ -354,7 +354,38 @@ def stale(draw: st.DrawFn, contract: Contract) -> list[Step]:
     form = draw(forms(contract, meshes))
     made = [draw(calls_of(contract, mesh, form)) for mesh in meshes]
     made += [draw(calls_of(contract, meshes[0], form)), draw(calls_of(contract, meshes[1], form))]
+    # Where a mesh splits a side into fewer parts than A, shapes that it divides and A does not: a
+    # stale mesh's function is then given a shape its own layouts do not divide (a replicated
+    # result shows no stale layout).
+    for mesh in meshes[1:]:
+        narrow = _only_on(contract, form, mesh, a)
+        if narrow is not None:
+            made.append(draw(calls_of(contract, mesh, narrow)))
     return [Step(call) for call in made]
+
+
+def _only_on(contract: Contract, form: Form, mesh: Mesh, not_on: Mesh) -> Form | None:
+    """``form`` with the first argument's sides made ones that ``mesh`` divides and ``not_on``
+    does not, where there are such (within the contract's sides); None where there are none."""
+    rank = len(form.shapes[0])
+    want = _multiples(contract, contract.first, [mesh], rank)
+    old = _multiples(contract, contract.first, [not_on], rank)
+    sides = list(form.shapes[0])
+    for d, (m, o) in enumerate(zip(want, old, strict=True)):
+        fitting = [
+            k * m
+            for k in range(max(1, -(-contract.min_side // m)), contract.max_side // m + 1)
+            if (k * m) % o
+        ]
+        if fitting:
+            sides[d] = fitting[0]
+    first = tuple(sides)
+    shapes = [first] + [
+        tuple(int(v) for v in arg.shape(first)) if arg.shape is not None else shape
+        for arg, shape in zip(contract.arguments[1:], form.shapes[1:], strict=True)
+    ]
+    narrow = Form(tuple(shapes), form.dtypes)
+    return narrow if fits(contract, narrow, mesh) and not fits(contract, narrow, not_on) else None
 
 
 @st.composite

@@ -425,6 +425,7 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
     "result right and laid out right (none stale), every argument and held result intact, the "
     "contract's error between calls, and a key called before compiles nothing",
     declared=True,
+    history=True,  # runs first (catalogue.run_order); --case replays one of its histories
 )
 def fn_histories(kit: DeclaredKit, _: None) -> int:
     contract = kit.contract
@@ -441,7 +442,9 @@ def fn_histories(kit: DeclaredKit, _: None) -> int:
 
     count = 0
     for name, strategy in declared_history.planned(contract):
-        count += kit.search_once(strategy, run_all, salt=f"planned {name}")
+        # Not shrunk: a planned history is what it is, and a try of a shrunk one would meet the
+        # caches its first try left, so the history printed would not fail in a fresh process.
+        count += kit.search_once(strategy, run_all, salt=f"planned {name}", shrink=False)
 
     def searched(data: st.DataObject) -> None:
         declared_history.steps(contract, _HistoryJudge(kit), data)

@@ -176,15 +176,22 @@ class DeclaredKit:
         salt: str,
         examples: int | None = 1,
         share: float = HISTORY_SHARE,
+        shrink: bool = True,
     ) -> int:
         """Run ``body`` on ``examples`` examples of ``strategy`` (None: the profile's examples
-        times ``share``), the shrunk failure raised; return the count."""
+        times ``share``), the failure raised (shrunk where ``shrink``); return the count."""
         if examples is None:
             examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
-        return self._search(strategy, body, examples=examples, salt=salt)
+        return self._search(strategy, body, examples=examples, salt=salt, shrink=shrink)
 
     def _search(
-        self, strategy: st.SearchStrategy[Any], body: Callable[[Any], None], *, examples: int, salt: str
+        self,
+        strategy: st.SearchStrategy[Any],
+        body: Callable[[Any], None],
+        *,
+        examples: int,
+        salt: str,
+        shrink: bool = True,
     ) -> int:
         count = [0]
 
@@ -214,7 +221,9 @@ class DeclaredKit:
             suppress_health_check=list(HealthCheck),
             print_blob=False,
             # Across processes no shrinking: its time budget would stop processes at different tries.
-            phases=[Phase.explicit, Phase.generate] if self.cluster is not None else list(Phase),
+            phases=[Phase.explicit, Phase.generate]
+            if self.cluster is not None or not shrink
+            else list(Phase),
         )(given(strategy)(one))
         budget = SHRINK_SECONDS.get(self.profile, SHRINK_SECONDS["default"])
         stopped = (
