@@ -299,7 +299,7 @@ def _validate_profile(config: pytest.Config) -> None:
 # --case
 
 
-def _validate_declared_case(config: pytest.Config, check_id: str, contract: Any) -> None:
+def _validate_declared_case(config: pytest.Config, check_id: str, contract: Contract) -> None:
     """A declared contract's --case is a history of fn.histories, of this contract's arguments,
     on devices --devices gives."""
     from conformance._src.declared import history
