@@ -1,6 +1,6 @@
 """Declared contracts' classes of inputs: every placement kind an ``Argument`` names reaches the
 function, made as it says, and so does every mesh class; every run gives one example of each
-(``DeclaredKit.search``)."""
+(``Kit.search``)."""
 
 from __future__ import annotations
 
@@ -131,11 +131,11 @@ def test_each_mesh_class_is_what_it_says(kind: str) -> None:
 
 
 def test_every_search_starts_with_one_example_of_each_class() -> None:
-    from conformance._src.running.declared_kit import DeclaredKit
+    from conformance._src.running.kit import Kit as Engine
 
     asked: list[dict[str, str]] = []
 
-    class Kit(DeclaredKit):
+    class Kit(Engine):
         def _search(self, strategy: object, body: object, *, examples: int, salt: str) -> int:
             return 1
 

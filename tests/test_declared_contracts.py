@@ -206,11 +206,15 @@ VERDICTS: dict[tuple[str, str], str | None] = {
     ("layer_norm", "stale_mesh"): "fn.histories",
     ("layer_norm", "one_pass_variance"): "fn.values",
     # Caches of jitted functions that evict or go stale (examples/contracts/caches.py): the planned
-    # histories of fn.histories reach each of them by construction.
+    # histories of fn.histories reach each of them by construction (first_context: its first calls
+    # under a context, in fresh processes).
     **{
         (name, f"cache_{kind}"): "fn.histories"
         for name in ("softmax", "centring", "layer_norm")
-        for kind in ("last_only", "two_meshes", "device_set", "flat_ids", "mesh_shape", "axis_names")
+        for kind in (
+            *("last_only", "two_meshes", "device_set", "flat_ids", "mesh_shape", "axis_names"),
+            "first_context",
+        )
     },
 }
 
@@ -246,10 +250,16 @@ def test_the_example_contracts_pass_the_correct_and_catch_the_broken(name: str, 
 
 
 @pytest.mark.slow
-def test_the_rerun_line_of_a_failing_declared_history_replays_it_in_a_fresh_process() -> None:
+@pytest.mark.parametrize(
+    "name, function", [("layer_norm", "cache_mesh_shape"), ("softmax", "cache_first_context")]
+)
+def test_the_rerun_line_of_a_failing_declared_history_replays_it_in_a_fresh_process(
+    name: str, function: str
+) -> None:
     """A stale cache fails fn.histories; the --case token of its rerun line names exactly the
-    shrunk history, which fails again, call for call, in a process whose cache starts empty."""
-    done, report = _example("layer_norm", "cache_mesh_shape", "--check", "fn.histories")
+    shrunk history, which fails again, call for call, in a process whose cache starts empty (a
+    cache that keeps its first call's context: that call under its context, the process's first)."""
+    done, report = _example(name, function, "--check", "fn.histories")
     assert report is not None and statuses(report)["fn.histories"] == "failed", done.stdout[-3000:]
     failure = done.stdout[done.stdout.index("[fn.histories]") :]
     history = re.findall(r"^    \d+\. .+$", failure.split("  rerun:")[0], re.M)
@@ -295,6 +305,8 @@ def test_a_declared_history_token_round_trips() -> None:
         *steps[:2],
         history.Step(steps[2].call, back=(1, 0), clocks=600),
         history.Step(steps[3].call, raises=True),
+        history.Step(steps[4].call, under=("default_device", int(jax.devices()[-1].id))),
+        history.Step(steps[5].call, under=("set_mesh",)),
     ]
     again = history.decode(contract, history.encode(steps))
     assert [s.describe() for s in again] == [s.describe() for s in steps]

@@ -512,12 +512,16 @@ def test_parse_needs_no_devices_and_decode_names_a_missing_device(monkeypatch: p
 def test_checks_declare_the_devices_they_need() -> None:
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
+    from conformance._src.running import declared_checks  # noqa: F401 -- and those of any declaration
 
-    full = {
-        c.id: c.devices_needed(named("full")) for c in CHECKS.values() if c.devices_needed(named("full")) > 1
-    }
+    judging = [c for c in CHECKS.values() if c.applies(named("full"))]
+    full = {c.id: c.devices_needed(named("full")) for c in judging if c.devices_needed(named("full")) > 1}
     assert full == {"divisibility.error": 2, "divisibility.no-false-error": 4, "state.first-call": 2}
-    assert all(c.devices_needed(named("seed")) == 1 for c in CHECKS.values())
+    assert all(c.devices_needed(named("seed")) == 1 for c in CHECKS.values() if c.applies(named("seed")))
+    declared = [c for c in CHECKS.values() if c.declared]
+    assert declared and all(
+        not c.applies(named("full")) and c.devices_needed(named("full")) == 2 for c in declared
+    )
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])

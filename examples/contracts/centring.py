@@ -15,11 +15,8 @@ its own mean (right on a mesh whose "batch" axis has one device); ``evicting`` k
 last jitted function, so a call like an earlier one compiles again after a call on another
 mesh; ``donating`` donates its input to the jit, so the caller's array is deleted by the call.
 
-The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong
-(caches.py): ``cache_last_only`` and ``cache_two_meshes`` evict, so a call like an earlier one
-compiles again; ``cache_device_set``, ``cache_flat_ids``, ``cache_mesh_shape`` and
-``cache_axis_names`` are keyed on what does not tell two meshes apart, so a result comes laid out
-for an earlier mesh.
+The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong in
+one of the ways caches.py lists, one variant per ``caches.KINDS``.
 """
 
 from __future__ import annotations
@@ -119,6 +116,7 @@ cache_device_set = _cached("device-set")
 cache_flat_ids = _cached("flat-ids")
 cache_mesh_shape = _cached("mesh-shape")
 cache_axis_names = _cached("axis-names")
+cache_first_context = _cached("first-context")
 
 
 def oracle(x: np.ndarray) -> np.ndarray:
@@ -152,4 +150,5 @@ KILLED_BY = {
     "cache_flat_ids": ("fn.histories",),
     "cache_mesh_shape": ("fn.histories",),
     "cache_axis_names": ("fn.histories",),
+    "cache_first_context": ("fn.histories",),
 }

@@ -22,11 +22,8 @@ and jitted function per mesh *shape*, so after a mesh of the same shape over oth
 returns a result laid out on the old devices; ``one_pass_variance`` takes the variance as
 ``E[x**2] - E[x]**2``, which cancels for rows whose values are large next to their spread.
 
-The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong
-(caches.py): ``cache_last_only`` and ``cache_two_meshes`` evict, so a call like an earlier one
-compiles again; ``cache_device_set``, ``cache_flat_ids``, ``cache_mesh_shape`` and
-``cache_axis_names`` are keyed on what does not tell two meshes apart, so a result comes laid out
-for an earlier mesh.
+The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong in
+one of the ways caches.py lists, one variant per ``caches.KINDS``.
 """
 
 from __future__ import annotations
@@ -151,6 +148,7 @@ cache_device_set = _cached("device-set")
 cache_flat_ids = _cached("flat-ids")
 cache_mesh_shape = _cached("mesh-shape")
 cache_axis_names = _cached("axis-names")
+cache_first_context = _cached("first-context")
 
 
 def oracle(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5) -> dict[str, np.ndarray]:
@@ -199,4 +197,5 @@ KILLED_BY = {
     "cache_flat_ids": ("fn.histories",),
     "cache_mesh_shape": ("fn.histories",),
     "cache_axis_names": ("fn.histories",),
+    "cache_first_context": ("fn.histories",),
 }

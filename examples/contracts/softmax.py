@@ -13,11 +13,8 @@ of the same shape over other devices it returns a result laid out on the old dev
 which refuses one on a single device or in another memory kind; ``no_max_shift`` overflows for
 large rows; ``eager`` computes outside ``jax.jit``.
 
-The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong
-(caches.py): ``cache_last_only`` and ``cache_two_meshes`` evict, so a call like an earlier one
-compiles again; ``cache_device_set``, ``cache_flat_ids``, ``cache_mesh_shape`` and
-``cache_axis_names`` are keyed on what does not tell two meshes apart, so a result comes laid out
-for an earlier mesh.
+The ``cache_*`` variants keep their jitted function per mesh in a cache that goes wrong in
+one of the ways caches.py lists, one variant per ``caches.KINDS``.
 """
 
 from __future__ import annotations
@@ -135,6 +132,7 @@ cache_device_set = _cached("device-set")
 cache_flat_ids = _cached("flat-ids")
 cache_mesh_shape = _cached("mesh-shape")
 cache_axis_names = _cached("axis-names")
+cache_first_context = _cached("first-context")
 
 
 def oracle(x: np.ndarray) -> np.ndarray:
@@ -177,4 +175,5 @@ KILLED_BY = {
     "cache_flat_ids": ("fn.histories",),
     "cache_mesh_shape": ("fn.histories",),
     "cache_axis_names": ("fn.histories",),
+    "cache_first_context": ("fn.histories",),
 }

@@ -46,6 +46,10 @@ class Inconclusive(Exception):
     """The check could not decide (it is reported as skipped, never as a pass)."""
 
 
+class NotApplicable(Exception):
+    """The check has nothing to judge in this contract (the message says why): a skip."""
+
+
 class Refused(Exception):
     """The implementation refused an input it may refuse (case.may_refuse): nothing to judge."""
 
@@ -66,11 +70,18 @@ class Check:
     needs_raises: bool = False  # judges the error the contract ``raises`` (none: not applicable)
 
     def devices_needed(self, contract: Contract) -> int:
+        if self.declared:  # a check over any declaration judges a sharded function
+            return max(2, self.min_devices)
         return self.min_devices if contract.takes_mesh else 1
 
     def applies(self, contract: Contract) -> bool:
-        return (contract.takes_mesh or not self.needs_mesh) and (
-            contract.raises is not None or not self.needs_raises
+        """Whether the contract declares what the check needs: its form (the one-vector form's
+        checks, or those written over any declaration), a mesh given, an error."""
+        one_vector = contract.one_vector() is None
+        return (
+            one_vector != self.declared
+            and (contract.takes_mesh or not self.needs_mesh)
+            and (contract.raises is not None or not self.needs_raises)
         )
 
     @property
@@ -137,6 +148,8 @@ def not_applicable(check_id: str, contract: Contract) -> str | None:
 
     needed = check.devices_needed(contract)
     available = len(jax.devices())
+    if available < needed and check.declared:
+        return f"not applicable: a sharded function needs {needed} or more devices (--devices)"
     if available < needed:
         return f"not applicable: needs {needed} devices, {available} available (--devices)"
     return None

@@ -25,7 +25,7 @@ from jax.sharding import Mesh
 from conformance._src import internals, selftest
 from conformance._src.calling import calls
 from conformance._src.contract import domains, jax_bugs, oracle
-from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, KitError, Refused, check
+from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, Refused, check
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import pjit_double
 from conformance._src.declared.terms import (
@@ -1139,25 +1139,7 @@ def state_first_call(kit: Any, token: str | None) -> None:
     else:
         histories = history.first_calls(contract=kit.contract, seed=kit.schedule.seed)
         jobs = [{"seed": kit.schedule.seed, "index": k} for k in range(len(histories))]
-    for steps, answer in zip(histories, kit.in_fresh_processes(jobs), strict=True):
-        if answer.failure is not None:
-            raise CheckFailure(answer.failure)
-        if answer.kit_error is not None:
-            raise KitError(
-                f"conformance: the fresh process of {kit.check_id} failed in the kit: {answer.kit_error}"
-            )
-        if answer.ended is not None:
-            kit.history = steps
-            try:
-                kit.fail(
-                    "the fresh process ended without a verdict while it replayed this history",
-                    steps[0],
-                    expected="every call of the history returning (the first one under its context)",
-                    got=answer.ended,
-                    hint="rerun it: a fresh process loads your module, then calls it first under the context",
-                )
-            finally:
-                kit.history = None
+    kit.judge_fresh(histories, jobs)
 
 
 def replay_first_calls(kit: Any, steps: list[Case]) -> None:

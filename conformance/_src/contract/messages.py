@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from conformance._src.contract import jax_bugs
 from conformance._src.declared.terms import data_axis_size
 from conformance._src.inputs.case import UNCOMMITTED, Case, describe_placement
+
+if TYPE_CHECKING:
+    from conformance._src.declared.draw import Call
 
 
 def one_line(text: str, limit: int = 600) -> str:
@@ -60,9 +63,17 @@ def block(
 
 
 def rerun_command(
-    spec: str, contract: str, devices: int, call_timeout: float, check_id: str, token: str | None
+    spec: str,
+    contract: str,
+    devices: int,
+    call_timeout: float,
+    check_id: str,
+    token: str | None,
+    *,
+    seed: int | None = None,
 ) -> str:
-    """The command that reruns one check, on exactly one input or history where ``token`` names it."""
+    """The command that reruns one check, on exactly one input or history where ``token`` names
+    it, its search seeded with ``seed`` where given."""
     args = [
         "python",
         "-m",
@@ -80,6 +91,8 @@ def rerun_command(
         "--check",
         check_id,
     ]
+    if seed is not None:
+        args.append(f"--hypothesis-seed={seed}")
     if token is not None:
         args += ["--case", token]
     return shlex.join(args)
@@ -113,3 +126,21 @@ def hint_for_raised(case: Case, error: BaseException) -> str:
             f"only mesh.shape['data'] counts, not every device of the mesh"
         )
     return "it must return the doubled vector for every input in the contract's domain"
+
+
+def hint_for_raised_call(call: Call, error: BaseException) -> str:
+    """The hint for a function that raised on a call of its declared contract's domain."""
+    said = str(error).lower()
+    placed = [
+        (arg.name, p)
+        for arg, p in zip(call.contract.arguments, call.placements, strict=True)
+        if p.kind not in ("layouts", "numpy")
+    ]
+    if placed and any(w in said for w in ("device", "sharding", "memory", "committed")):
+        name, where = placed[0]
+        return (
+            f"{name} was {where.describe(call.mesh)}: an argument placed anywhere its contract "
+            f"allows must be accepted; jax.device_put({name}, NamedSharding(mesh, layout)) moves it "
+            f"before the jitted call"
+        )
+    return f"every input of the contract's domain must give a result ({call.contract.name})"

@@ -289,7 +289,7 @@ def calls_of(
     return Call(contract, mesh, tuple(hosts), tuple(placements))
 
 
-# Meshes by class, each given in every run (DeclaredKit.search): one device; exactly the
+# Meshes by class, each given in every run (Kit.search): one device; exactly the
 # contract's axes over several devices; the contract's axes and one more, every axis of 2 or more
 # devices (the extra one replicates).
 MESH_KINDS = ("one-device", "contract-axes", "extra-axis")

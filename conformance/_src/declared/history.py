@@ -16,6 +16,10 @@ Histories come three ways, all of them for every contract, over its own argument
   argument in turn, between another key's calls for the second half.  ``moves``: a result passed
   back, a call that raises between two calls of one key, and the clocks ahead between two calls
   of one key, where the contract has them.
+* ``first_calls``: histories whose first call must be the process's first, under a context
+  (``jax.default_device``, ``jax.set_mesh``), then plain calls over other devices: each runs in a
+  fresh process of its own (running/fresh.py), since the run's process called the function long
+  before.
 * ``steps``: a search (Hypothesis draws each move in turn, from ``st.data()``; a failure is
   shrunk to the shortest history that still fails).  Its moves: a call on a mesh the pool gives
   (``MOVES``: one used before; a new one; rebuilt; its devices in another order; the same ids in
@@ -40,7 +44,8 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import Mesh, PartitionSpec
 
-from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, Contract
+from conformance._src.calling import context
+from conformance._src.declared.contract import MESH_KEYWORD, MESH_NONE, NUMPY, Contract
 from conformance._src.declared.draw import (
     LAYOUTS,
     Call,
@@ -91,6 +96,7 @@ class Step:
     back: tuple[int, int] | None = None
     raises: bool = False
     clocks: int = 0
+    under: tuple[Any, ...] = ()  # the context the call is made in (calling/context.py): () none
 
     def describe(self) -> str:
         text = self.call.describe()
@@ -104,7 +110,17 @@ class Step:
             notes.append(f"must raise {error.__name__ if error else 'an error'}")
         if self.clocks:
             notes.append(f"the clocks read {self.clocks // 60} min ahead")
+        if self.under:
+            notes.append(f"the process's first call, under {self.context()}")
         return text + "".join(f" [{note}]" for note in notes)
+
+    def context(self) -> str:
+        """The context the call is made in, as code ("" for none)."""
+        if not self.under:
+            return ""
+        if self.under[0] == "default_device":
+            return f"jax.default_device(device {self.under[1]})"
+        return "jax.set_mesh(its mesh)"
 
 
 # ---------------------------------------------------------------------------
@@ -434,6 +450,26 @@ def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
     return made
 
 
+@st.composite
+def first_calls(draw: st.DrawFn, contract: Contract) -> list[list[Step]]:
+    """Histories for fresh processes: one form called first under ``jax.default_device(the last
+    device)`` over a mesh A, then over other devices and A again, without a context; where JAX has
+    a mesh context, the same with the first call under ``jax.set_mesh(A)``.  A function that keeps
+    what its first call saw (the default device, the context's mesh) lays the later results out
+    wrong.  None for a contract whose function takes no mesh."""
+    if contract.mesh == MESH_NONE:
+        return []
+    every = [int(d.id) for d in jax.devices()]
+    a = draw(mesh_strategy(contract, "contract-axes"))
+    b = move(contract, "other-devices", a, draw)
+    form = draw(forms(contract, [a, b]))
+    plain = [Step(draw(calls_of(contract, mesh, form))) for mesh in (b, a)]
+    found = [[Step(draw(calls_of(contract, a, form)), under=("default_device", every[-1])), *plain]]
+    if context.set_mesh_available():
+        found.append([Step(draw(calls_of(contract, a, form)), under=("set_mesh",)), *plain])
+    return found
+
+
 PLANNED: dict[str, Callable[[Contract], st.SearchStrategy[list[Step]]]] = {
     "stale": stale,
     "depth": depth,
@@ -487,6 +523,7 @@ def encode(history: Sequence[Step]) -> str:
                 "back": list(step.back) if step.back else None,
                 "raises": step.raises,
                 "clocks": step.clocks,
+                "under": list(step.under),
             }
         )
     raw = json.dumps({"history": TOKEN_VERSION, "steps": out}, separators=(",", ":")).encode()
@@ -505,8 +542,12 @@ def decode(contract: Contract, token: str, devices: int | None = None) -> list[S
         found = []
         for k, one in enumerate(data["steps"], 1):
             ids = np.array(one["ids"], dtype=np.int64)
-            if devices is not None and int(ids.max()) >= devices:
-                raise ValueError(f"call {k} uses device {int(ids.max())}, there are {devices} (--devices)")
+            under = one.get("under") or []
+            used = max(int(ids.max()), int(under[1]) if under[:1] == ["default_device"] else 0)
+            if devices is not None and used >= devices:
+                raise ValueError(f"call {k} uses device {used}, there are {devices} (--devices)")
+            if under and under[0] not in ("default_device", "set_mesh"):
+                raise ValueError(f"call {k} is under an unknown context {under[0]!r}")
             if len(one["args"]) != len(contract.arguments):
                 raise ValueError(
                     f"call {k} has {len(one['args'])} arguments, the contract {len(contract.arguments)}"
@@ -532,4 +573,5 @@ def _step(contract: Contract, one: dict[str, Any]) -> Step:
         placements.append(Placed(arg["kind"], _spec_of(arg["spec"]), tuple(arg["on"]), arg["memory"]))
     back = tuple(one["back"]) if one["back"] else None
     call = Call(contract, mesh, tuple(hosts), tuple(placements))
-    return Step(call, back=back, raises=bool(one["raises"]), clocks=int(one["clocks"]))  # type: ignore[arg-type]
+    under = tuple(one.get("under") or ())
+    return Step(call, back=back, raises=bool(one["raises"]), clocks=int(one["clocks"]), under=under)  # type: ignore[arg-type]

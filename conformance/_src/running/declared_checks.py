@@ -1,7 +1,7 @@
 """The checks of a declared contract: each one judgement of the kit, generic over the contract.
 
 Registered in the one catalogue (contract/catalogue.py) as ``declared`` checks, run by the
-declared engine (declared_kit.py) on inputs drawn from the contract (declared/draw.py), judged with the
+engine (kit.py) on inputs drawn from the contract (declared/draw.py), judged with the
 library's assertions.  A body returns how many examples it judged; one that has nothing to judge
 in this contract raises ``NotApplicable`` saying why.
 """
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from jax.sharding import NamedSharding, PartitionSpec
 
 from conformance._src.calling import calls as calling
-from conformance._src.contract.catalogue import check
+from conformance._src.contract.catalogue import NotApplicable, check
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
 from conformance._src.declared import history as declared_history
@@ -35,7 +35,7 @@ from conformance._src.library.assertions import (
 )
 from conformance._src.library.show import mesh_text
 from conformance._src.library.values import flush_subnormals
-from conformance._src.running.declared_kit import DeclaredKit, NotApplicable
+from conformance._src.running.kit import Kit
 
 
 def _is_spec(value: Any) -> bool:
@@ -71,7 +71,7 @@ def expected_of(call: Call, *, flushed: bool = False) -> Any:
     return jax.tree_util.tree_map(lambda v, d: np.asarray(v).astype(d), raw, dtypes)
 
 
-def _judge(kit: DeclaredKit, call: Call, assertion: Any) -> None:
+def _judge(kit: Kit, call: Call, assertion: Any) -> None:
     try:
         assertion()
     except AssertionFailed as failed:
@@ -91,7 +91,7 @@ def _has_subnormals(call: Call) -> bool:
     return any(not np.array_equal(values.bits(flush_subnormals(h)), values.bits(h)) for h in call.hosts)
 
 
-def judge_values(kit: DeclaredKit, call: Call, result: Any) -> None:
+def judge_values(kit: Kit, call: Call, result: Any) -> None:
     expected = expected_of(call)
     # XLA on CPU reads a subnormal input as zero: the oracle of those values is right too.
     alternatives = [expected_of(call, flushed=True)] if _has_subnormals(call) else []
@@ -111,17 +111,17 @@ def judge_values(kit: DeclaredKit, call: Call, result: Any) -> None:
     )
 
 
-def judge_layout(kit: DeclaredKit, call: Call, result: Any) -> None:
+def judge_layout(kit: Kit, call: Call, result: Any) -> None:
     _judge(kit, call, lambda: assert_layout(result, targets(call)))
 
 
-def judge_intact(kit: DeclaredKit, call: Call, arguments: list[Any]) -> None:
+def judge_intact(kit: Kit, call: Call, arguments: list[Any]) -> None:
     for arg, host, given in zip(call.contract.arguments, call.hosts, arguments, strict=True):
         _judge(kit, call, lambda h=host, g=given, n=arg.name: assert_input_intact(h, g, what=n))
 
 
 @check("fn.values", "the result equals the oracle's within the contract's tolerance", declared=True)
-def fn_values(kit: DeclaredKit, _: None) -> int:
+def fn_values(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         _, result = kit.result(call)
         judge_values(kit, call, result)
@@ -130,7 +130,7 @@ def fn_values(kit: DeclaredKit, _: None) -> int:
 
 
 @check("fn.dtype", "each result keeps the dtype the contract's rule gives", declared=True)
-def fn_dtype(kit: DeclaredKit, _: None) -> int:
+def fn_dtype(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         _, result = kit.result(call)
         want = expected_dtypes(call, expected_of(call))
@@ -150,7 +150,7 @@ def fn_dtype(kit: DeclaredKit, _: None) -> int:
 
 
 @check("fn.layout", "each result is laid out as the contract's out spec says, shard by shard", declared=True)
-def fn_layout(kit: DeclaredKit, _: None) -> int:
+def fn_layout(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         _, result = kit.result(call)
         judge_layout(kit, call, result)
@@ -159,7 +159,7 @@ def fn_layout(kit: DeclaredKit, _: None) -> int:
 
 
 @check("fn.jit", "each result came out of jax.jit with the contract's out shardings", declared=True)
-def fn_jit(kit: DeclaredKit, _: None) -> int:
+def fn_jit(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         args, kwargs, impl, want = call.arguments(), call.keywords(), kit.impl, targets(call)
         outcome = kit.run(
@@ -178,7 +178,7 @@ def fn_jit(kit: DeclaredKit, _: None) -> int:
 
 
 @check("fn.input-intact", "the caller's arguments are neither deleted nor changed by a call", declared=True)
-def fn_input_intact(kit: DeclaredKit, _: None) -> int:
+def fn_input_intact(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         args, _ = kit.result(call)
         judge_intact(kit, call, args)
@@ -189,7 +189,7 @@ def fn_input_intact(kit: DeclaredKit, _: None) -> int:
 @check(
     "fn.global-state", "a call leaves JAX's configuration and mesh context as it found them", declared=True
 )
-def fn_global_state(kit: DeclaredKit, _: None) -> int:
+def fn_global_state(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         before = kit.run(call, calling.global_state).result
         kit.result(call)
@@ -214,7 +214,7 @@ def fn_global_state(kit: DeclaredKit, _: None) -> int:
 
 
 @check("fn.raises", "an input the layouts do not divide raises the contract's error", declared=True)
-def fn_raises(kit: DeclaredKit, _: None) -> int:
+def fn_raises(kit: Kit, _: None) -> int:
     contract = kit.contract
     if contract.raises is None:
         raise NotApplicable(
@@ -256,14 +256,14 @@ class _HistoryJudge:
     dtype and layout, the arguments intact, every result the caller still holds intact, the
     contract's error where the step must raise, and no compile for a key called before."""
 
-    def __init__(self, kit: DeclaredKit) -> None:
+    def __init__(self, kit: Kit) -> None:
         self.kit = kit
         self.done: list[declared_history.Step] = []
         self.lru: dict[Any, declared_history.Step] = {}  # each key's last step, least recent first
         self.held: list[tuple[int, Any, Any]] = []  # (k, result, its host copy): the last HELD
         self.came_between: dict[Any, list[str]] = {}  # what happened since each key's last call
         self.clocks = 0  # seconds the function's clocks read ahead at the last call
-        kit.history, kit.replay = [], []
+        kit.history, kit.called = [], []
 
     def keys(self) -> list[tuple[Any, declared_history.Step]]:
         return list(self.lru.items())
@@ -307,14 +307,14 @@ class _HistoryJudge:
             arguments[0], host = found
             call = replace(call, hosts=(host, *call.hosts[1:]))
             step = replace(step, call=call)
-        assert kit.history is not None and kit.replay is not None
+        assert kit.history is not None and kit.called is not None
         kit.history.append(step)
-        kit.replay.append(step)
+        kit.called.append(step)
         if step.clocks != self.clocks:  # time passed since every key's last call
             self.clocks = step.clocks
             for between in self.came_between.values():
                 between.append("time passed")
-        _, outcome = kit.call(call, arguments, clocks=step.clocks)
+        _, outcome = kit.call(call, arguments, clocks=step.clocks, under=step.under)
         if step.raises:
             self._raised(step, outcome.error)
             judge_intact(kit, call, arguments)
@@ -333,7 +333,7 @@ class _HistoryJudge:
             hint = _stale_hint(self.done, call, result) or failed.hint
             kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
         judge_intact(kit, call, arguments)
-        key = call.key()
+        key = (call.key(), step.under)  # a context is part of jax.jit's own key
         if key in self.lru and outcome.compiles:
             between = self.came_between.get(key) or []
             since = f" (since its last call: {', '.join(dict.fromkeys(between))})" if between else ""
@@ -402,6 +402,13 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
         earlier = done[k - 1].call.mesh
         if earlier == call.mesh or not any(m == earlier for m in meshes):
             continue
+        if done[k - 1].under:
+            return (
+                f"the result is laid out over call {k}'s mesh, {mesh_text(earlier)}, the process's "
+                f"first call, made under {done[k - 1].context()}: a function that keeps what "
+                f"its first call saw (the context's mesh, the default device) lays every later "
+                f"result out for it; use the mesh each call is given"
+            )
         ids, old = [int(d.id) for d in call.mesh.devices.flat], [int(d.id) for d in earlier.devices.flat]
         shared = []
         if sorted(ids) == sorted(old):
@@ -427,29 +434,42 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
     declared=True,
     history=True,  # runs first (catalogue.run_order); --case replays one of its histories
 )
-def fn_histories(kit: DeclaredKit, _: None) -> int:
+def fn_histories(kit: Kit, token: str | None) -> int:
     contract = kit.contract
-    if kit.case is not None:  # --case: exactly the history its token names
-        judge = _HistoryJudge(kit)
-        for step in declared_history.decode(contract, kit.case):
-            judge.run(step)
+    if token is not None:  # --case: exactly the history its token names, in this fresh process
+        replay_history(kit, declared_history.decode(contract, token))
         return 1
-
-    def run_all(steps: list[declared_history.Step]) -> None:
-        judge = _HistoryJudge(kit)
-        for step in steps:
-            judge.run(step)
+    # The first calls under a context, each in a fresh process of its own, drawn now and judged
+    # there beside the histories of this process (one process: across processes a fresh one
+    # would be a single one).
+    fresh: list[list[declared_history.Step]] = []
+    if kit.cluster is None:
+        kit.search_once(
+            declared_history.first_calls(contract), fresh.extend, salt="first calls", shrink=False
+        )
+    jobs = [{"token": declared_history.encode(steps), "seed": kit.schedule.seed} for steps in fresh]
+    kit.start_fresh(jobs)
 
     count = 0
     for name, strategy in declared_history.planned(contract):
         # Not shrunk: a planned history is what it is, and a try of a shrunk one would meet the
         # caches its first try left, so the history printed would not fail in a fresh process.
-        count += kit.search_once(strategy, run_all, salt=f"planned {name}", shrink=False)
+        count += kit.search_once(strategy, partial(replay_history, kit), salt=f"planned {name}", shrink=False)
 
     def searched(data: st.DataObject) -> None:
         declared_history.steps(contract, _HistoryJudge(kit), data)
 
-    return count + kit.search_once(st.data(), searched, salt="searched", examples=None)
+    count += kit.search_once(st.data(), searched, salt="searched", examples=None)
+    kit.judge_fresh(fresh, jobs)
+    return count + len(fresh)
+
+
+def replay_history(kit: Kit, steps: list[declared_history.Step]) -> None:
+    """Call and judge ``steps`` in order, one history (a planned one, a ``--case`` replay, a
+    fresh process's)."""
+    judge = _HistoryJudge(kit)
+    for step in steps:
+        judge.run(step)
 
 
 @check(
@@ -457,7 +477,7 @@ def fn_histories(kit: DeclaredKit, _: None) -> int:
     "a call again with the same mesh, shapes, dtypes and placements compiles nothing, in any history",
     declared=True,
 )
-def fn_compile_once(kit: DeclaredKit, _: None) -> int:
+def fn_compile_once(kit: Kit, _: None) -> int:
     def body(history: draw.History) -> None:
         kit.history = []
         seen: set[Any] = set()

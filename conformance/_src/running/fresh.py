@@ -1,4 +1,5 @@
-"""Fresh processes: histories whose first call must be the process's first (``state.first-call``).
+"""Fresh processes: histories whose first call must be the process's first (``state.first-call``,
+and a declared contract's ``fn.histories``).
 
 An implementation may build something once, lazily, on its first call -- a default mesh from
 "the device JAX puts new arrays on", a cache keyed on the context's mesh -- and every later call
@@ -23,6 +24,7 @@ import jax
 from conformance._src.calling.supervise import describe_exit, kill_tree
 
 CHECK = "state.first-call"
+DECLARED_CHECK = "fn.histories"  # a declared contract's first calls under a context (declared/history.py)
 MAIN = "conformance._src.running.fresh_main"  # what a fresh process runs
 
 
@@ -38,8 +40,9 @@ class Answer:
 
 def start(kit: Any, jobs: list[dict[str, Any]], started: dict[str, subprocess.Popen[str]]) -> None:
     """Start a fresh process for each job not in ``started`` (kept there, by the job as JSON): a
-    history token to replay, or a seed and an index into ``history.first_calls``.  A run starts
-    its own early (``Kit.start_fresh_processes``), so that they overlap the other checks."""
+    history token to replay (and the run's seed), or a seed and an index into
+    ``history.first_calls``.  A run starts them early (``Kit.start_fresh``), so that they overlap
+    the other checks."""
     request = {
         "spec": kit.spec,
         "contract": kit.contract_spec or kit.contract.name,

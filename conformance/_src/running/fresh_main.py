@@ -1,7 +1,7 @@
-"""A fresh process of ``state.first-call`` (fresh.py starts it): make the devices, load the
-implementation, judge one history whose first call is this process's first, and say the verdict
-on the last line of the output, as JSON: ``{"failure": block or null}``, or ``{"kit_error": ...}``
-where the kit itself could not start."""
+"""A fresh process of ``state.first-call``, or of a declared contract's ``fn.histories`` (fresh.py
+starts it): make the devices, load the implementation, judge one history whose first call is this
+process's first, and say the verdict on the last line of the output, as JSON:
+``{"failure": block or null}``, or ``{"kit_error": ...}`` where the kit itself could not start."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from conformance._src.running.fresh import CHECK
+from conformance._src.running.fresh import CHECK, DECLARED_CHECK
 
 
 def main(argv: list[str]) -> int:
@@ -34,16 +34,14 @@ def _judged(request: dict[str, Any]) -> str | None:
     from conformance._src.declared.terms import NAMES, named
     from conformance._src.inputs import history
     from conformance._src.inputs.case import decode_history
+    from conformance._src.inputs.schedule import Schedule
     from conformance._src.running.kit import Kit
     from conformance._src.verdict import CheckVerdict
 
     impl = loader.load_impl(request["spec"])
     spec = request["contract"]
     contract = named(spec) if spec in NAMES else load(spec)
-    if "token" in request:
-        steps = decode_history(request["token"])
-    else:
-        steps = history.first_calls(contract=contract, seed=int(request["seed"]))[int(request["index"])]
+    declared = contract.one_vector() is not None  # a declared contract's history (fn.histories)
     kit = Kit(
         impl=impl,
         spec=request["spec"],
@@ -51,10 +49,22 @@ def _judged(request: dict[str, Any]) -> str | None:
         contract_spec=spec,
         devices=int(request["devices"]),
         runner=Runner(timeout=float(request["call_timeout"])),
+        schedule=Schedule(int(request.get("seed", 0)), contract),
     )
-    kit.check_id = kit.running = CHECK
-    kit.records[CHECK] = CheckVerdict(CHECK)
+    check = DECLARED_CHECK if declared else CHECK
+    kit.check_id = kit.running = check
+    kit.records[check] = CheckVerdict(check)
     try:
+        if declared:
+            from conformance._src.declared import history as declared_history
+            from conformance._src.running.declared_checks import replay_history
+
+            replay_history(kit, declared_history.decode(contract, request["token"]))
+            return None
+        if "token" in request:
+            steps = decode_history(request["token"])
+        else:
+            steps = history.first_calls(contract=contract, seed=int(request["seed"]))[int(request["index"])]
         replay_first_calls(kit, steps)
     except (CheckFailure, ImplementationHung) as failed:
         return str(failed)

@@ -1,14 +1,18 @@
-"""The session: the implementation under test, its calls, and running one check.
+"""The engine: the function under test, its calls, and running one check, for every contract.
 
 A ``Kit`` is made once per pytest session by the plug-in (session/setup.py), after the devices
-are set up and ``--impl`` is loaded.  It is what a check's body is given: ``call`` and
-``result`` call the implementation (``shared=True``: once per distinct input, pool.py), ``fail``
-raises the check's message block (contract/messages.py).  ``run_check`` is the one place where a check
-meets its inputs: it applies the gates and ``--case`` replays; then the covering schedule's
-input for every cell of the check's domain (coverage.py; for checks that judge one call, from
-the pass shared by all of them, shared_pass.py), then Hypothesis with the profile's settings,
-the check's own seed and example-database keys (explore.py); and it turns ``Inconclusive`` into
-a skip.
+are set up and ``--impl`` is loaded, whatever ``--contract`` declares.  It is what a check's body
+is given: ``call`` and ``result`` call the function on one input -- a ``Case`` of the one-vector
+form (``shared=True``: once per distinct input, pool.py) or a declared contract's ``Call`` --
+and ``fail`` raises the check's message block (contract/messages.py).  ``run_check`` is the one
+place where a check meets its inputs and gets its verdict: the contract's form (a check that
+does not apply is "not applicable", catalogue.py), the devices, the self-test probes it rests
+on, the gates and ``--case`` replays; then, for a check of the one-vector form, the covering
+schedule's input for every cell of its domain (coverage.py; for checks that judge one call, from
+the pass shared by all of them, shared_pass.py) and Hypothesis with the profile's settings, the
+check's own seed and example-database keys (explore.py); a check written over any declaration
+searches the contract's own draw (``search``, declared/draw.py).  ``Inconclusive`` and
+``NotApplicable`` become skips.
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ import atexit
 import time
 import traceback
 import weakref
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 
-from conformance._src import selftest
+from conformance._src import internals, selftest
 from conformance._src.calling import clocks, context
 from conformance._src.calling.calls import (
     RUNAWAY_BYTES,
@@ -42,11 +50,13 @@ from conformance._src.contract.catalogue import (
     CheckFailure,
     Inconclusive,
     KitError,
+    NotApplicable,
     Refused,
     gates_for,
     not_applicable,
 )
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.draw import MESH_KINDS, Call, out_of_reach
 from conformance._src.inputs import coverage, history
 from conformance._src.inputs.case import (
     Case,
@@ -65,6 +75,14 @@ from conformance._src.running import fresh as fresh_processes
 from conformance._src.running.pool import Pool
 from conformance._src.verdict import CheckVerdict, Status
 
+# A declared contract's checks (search): examples per check and profile, a history counting as one.
+EXAMPLES = {"default": 20, "ci": 20, "thorough": 150}
+# How long Hypothesis may shrink a declared contract's failure, per profile: each try calls the
+# function (compiles and all), and a default run of a declared contract stays within a minute.
+DECLARED_SHRINK_SECONDS = {"default": 8.0, "ci": 15.0, "thorough": 60.0}
+# The searched histories of fn.histories, as a share of EXAMPLES: each calls up to 2 * STEPS times.
+HISTORY_SHARE = 0.3
+
 
 @dataclass
 class Kit:
@@ -75,7 +93,7 @@ class Kit:
     runner: Runner
     profile: str = "default"
     contract_spec: str = ""  # --contract: seed, full or MODULE:ATTR (the rerun line's); "": the name
-    replay: str | None = None  # a --case token
+    replay: str | None = None  # a --case token: one input, or a history
     records: dict[str, CheckVerdict] = field(default_factory=dict)
     check_id: str = ""
     cluster: Cluster | None = None  # set in --distributed runs
@@ -95,13 +113,23 @@ class Kit:
     _gates: dict[str, CheckFailure | None] = field(default_factory=dict)
     _pairs_seen: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)
     _possible: dict[str, set[tuple[str, str, str, str]]] = field(default_factory=dict)  # per domain
-    history: list[Case] | None = None  # the calls of the history being judged (history.py), for messages
+    history: list[Any] | None = (
+        None  # the history being judged (Cases, or a declared one's steps), for messages
+    )
+    called: list[Any] | None = None  # a declared history's steps called so far: the rerun line's --case
     _fresh_started: dict[str, Any] = field(default_factory=dict)  # fresh.start: job as JSON -> process
     _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
     # -- calling the implementation ------------------------------------------------
     def call(
-        self, case: Case, x: Any = None, *, shared: bool = False, watch_jit: bool | None = None
+        self,
+        case: Case | Call,
+        x: Any = None,
+        *,
+        shared: bool = False,
+        watch_jit: bool | None = None,
+        clocks: int = 0,
+        under: tuple[Any, ...] = (),
     ) -> tuple[Any, Outcome]:
         """Call the implementation on ``case`` (or on the given ``x``).
 
@@ -109,7 +137,13 @@ class Kit:
         check asks first (see pool.py); for checks that judge a call on its own.
         Those calls are watched (jit_probe.observe): the outcome's ``jit_chain``
         says which jit executions produced the result, for jit.shardings.
+
+        A declared contract's ``Call``: on its fresh arguments (or the list ``x``), its clocks
+        ``clocks`` seconds ahead (calling/clocks.py), ``under`` a context (calling/context.py); the
+        outcome's ``error`` is what it raised.
         """
+        if isinstance(case, Call):
+            return self._call_declared(case, x, clocks, under)
         if shared and x is None:
             x, outcome, _ = self.pool.observe(case, lambda c: self._call(c, None, watch_jit=True))
         else:
@@ -123,6 +157,40 @@ class Kit:
         """Run each job (fresh.start) in a process of its own whose first call is its history's."""
         return fresh_processes.judge(self, jobs, self._fresh_started)
 
+    def start_fresh(self, jobs: list[dict[str, Any]]) -> None:
+        """Start these jobs' fresh processes now, to overlap what runs before ``judge_fresh``; none
+        outlives the run."""
+        if jobs:
+            fresh_processes.start(self, jobs, self._fresh_started)
+            atexit.register(fresh_processes.stop, self._fresh_started)
+
+    def judge_fresh(self, histories: list[list[Any]], jobs: list[dict[str, Any]]) -> None:
+        """Each history (Cases, or a declared contract's steps) in a fresh process of its own, all
+        side by side, its job saying which (fresh.py): the first failure raised as the process said
+        it; a process that ended without a verdict, a failure of its history."""
+        declared = CHECKS[self.check_id].declared
+        for steps, answer in zip(histories, self.in_fresh_processes(jobs), strict=True):
+            if answer.failure is not None:
+                raise CheckFailure(answer.failure)
+            if answer.kit_error is not None:
+                raise KitError(
+                    f"conformance: the fresh process of {self.check_id} failed in the kit: {answer.kit_error}"
+                )
+            if answer.ended is not None:
+                self.history = steps
+                self.called = steps if declared else None
+                try:
+                    self.fail(
+                        "the fresh process ended without a verdict while it replayed this history",
+                        steps[0].call if declared else steps[0],
+                        expected="every call of the history returning (the first one under its context)",
+                        got=answer.ended,
+                        hint="rerun it: a fresh process loads your module, then calls it first "
+                        "under the context",
+                    )
+                finally:
+                    self.history = self.called = None
+
     def start_fresh_processes(self) -> None:
         """Start state.first-call's fresh processes now, to overlap the checks before it (a run
         of the whole suite, or one that selects it, without --case)."""
@@ -132,9 +200,7 @@ class Kit:
         if not_applicable(check, self.contract) is not None:
             return
         count = len(history.first_calls(contract=self.contract, seed=self.schedule.seed))
-        jobs = [{"seed": self.schedule.seed, "index": k} for k in range(count)]
-        fresh_processes.start(self, jobs, self._fresh_started)
-        atexit.register(fresh_processes.stop, self._fresh_started)  # none outlives the run
+        self.start_fresh([{"seed": self.schedule.seed, "index": k} for k in range(count)])
 
     def not_judged(self, hit: jax_bugs.KnownBugHit, case: Case | None) -> None:
         """Count an input a known bug of the installed JAX kept from being judged (and its cell)."""
@@ -142,6 +208,29 @@ class Kit:
         hits[str(hit)] = hits.get(str(hit), 0) + 1
         if case is not None:
             self._hit_cells.setdefault(self.check_id, set()).add(str(coverage.cell_of(case)))
+
+    def _call_declared(
+        self, call: Call, arguments: list[Any] | None, clocks_ahead: int, under: tuple[Any, ...]
+    ) -> tuple[Any, Outcome]:
+        args = call.arguments() if arguments is None else arguments
+        kwargs, impl, mesh = call.keywords(), self.impl, call.mesh
+
+        def one() -> Any:
+            with clocks.ahead(clocks_ahead), context.entered(under, mesh):
+                return finished(impl(*args, **kwargs))
+
+        return args, self.run(call, one)
+
+    def run(self, call: Call, fn: Callable[[], Any]) -> Outcome:
+        """Run ``fn`` (which calls the function) on the runner's thread, as a declared ``call``."""
+        if self.runner.call_log is not None:
+            self.runner.label = (self.check_id, call.describe(), self.rerun_command(call))
+        try:
+            return self.runner.run(f"the call on {call.describe()}", fn)
+        except ImplementationHung as hung:
+            self.fail(
+                "the call did not return", call, expected="a result within --call-timeout", got=str(hung)
+            )
 
     def _call(self, case: Case, x: Any, *, watch_jit: bool) -> tuple[Any, Outcome]:
         self._clear_raised()
@@ -216,18 +305,21 @@ class Kit:
         """--call-timeout: under supervision the watchdog enforces it, the runner's limit is a fallback."""
         return self.user_timeout if self.user_timeout is not None else self.runner.timeout
 
-    def result(self, case: Case, x: Any = None, *, shared: bool = False) -> tuple[Any, Any]:
+    def result(self, case: Case | Call, x: Any = None, *, shared: bool = False) -> tuple[Any, Any]:
         """``(x, result)``; an exception from the implementation fails the check."""
         x, outcome = self.call(case, x, shared=shared)
         if outcome.error is not None:
-            if may_refuse(case, outcome.error):
+            if isinstance(case, Case) and may_refuse(case, outcome.error):
                 raise Refused(messages.one_line(f"{type(outcome.error).__name__}: {outcome.error}"))
             self.fail_raised(case, outcome.error)
         return x, outcome.result
 
-    def fail_raised(self, case: Case, error: BaseException) -> NoReturn:
+    def fail_raised(self, case: Case | Call, error: BaseException) -> NoReturn:
         text = messages.one_line(f"{type(error).__name__}: {error}")
-        hint = messages.hint_for_raised(case, error)
+        if isinstance(case, Call):
+            hint = messages.hint_for_raised_call(case, error)
+        else:
+            hint = messages.hint_for_raised(case, error)
         self.fail("the call raised an exception", case, expected="a result", got=text, hint=hint)
 
     # -- failures ------------------------------------------------------------------
@@ -245,30 +337,39 @@ class Kit:
         self._raised.clear()
 
     def fail(
-        self, summary: str, case: Case | None, *, expected: str, got: str, hint: str | None = None
+        self, summary: str, case: Case | Call | None, *, expected: str, got: str, hint: str | None = None
     ) -> NoReturn:
         history = self.history or None
-        failure = CheckFailure(
-            messages.block(
-                self.check_id,
-                summary,
-                history=history,
-                case=case,
-                expected=expected,
-                got=got,
-                hint=hint,
-                rerun=self.rerun_command(case),
-            )
+        text = messages.block(
+            self.check_id,
+            summary,
+            history=history,
+            case=case,
+            expected=expected,
+            got=got,
+            hint=hint,
+            rerun=self.rerun_command(case),
         )
+        if isinstance(case, Call):  # a declared call's values, which its description leaves out
+            text = text.replace("\n  expected:", f"\n  values:   {case.values_text()}\n  expected:", 1)
+        failure = CheckFailure(text)
         self._raised.add(failure)
         raise failure
 
-    def rerun_command(self, case: Case | None) -> str:
+    def rerun_command(self, case: Case | Call | None) -> str:
+        """The command that reruns the check: on exactly this input or history where a token can
+        say it; a declared contract's check with the run's seed, and its history's steps."""
         check = CHECKS[self.check_id]
-        token = None
-        if self.history and check.history:
+        token, seed = None, None
+        if check.declared:
+            seed = self.schedule.seed
+            if self.called:  # a history: exactly its calls, in a fresh process
+                from conformance._src.declared import history as declared_history
+
+                token = declared_history.encode(self.called)
+        elif self.history and check.history:
             token = encode_history(self.history)
-        elif case is not None and check.domain is not None:
+        elif isinstance(case, Case) and check.domain is not None:
             token = encode(case)
         return messages.rerun_command(
             self.spec,
@@ -277,6 +378,7 @@ class Kit:
             self.call_timeout,
             self.check_id,
             token,
+            seed=seed,
         )
 
     # -- running checks ------------------------------------------------------------
@@ -356,6 +458,14 @@ class Kit:
                     if self.gate_failure(gate.id) is not None:
                         self._skip(record, Status.NOT_RUN, f"not run: gate check {gate.id} failed")
                 self.check_id = check_id
+                if check.declared:  # written over any declaration: it searches the contract's draw
+                    try:
+                        record.examples = int(check.body(self, self.replay) or 0)
+                    except NotApplicable as why:
+                        self._skip(record, Status.NOT_APPLICABLE, f"not applicable: {why}")
+                    record.left_out = out_of_reach(self.contract)
+                    record.status = Status.PASSED
+                    return record
                 if self.replay is not None or check.domain is None:
                     record.examples = 1
                     replay = self.replay if check.history or self.replay is None else decode(self.replay)
@@ -374,7 +484,7 @@ class Kit:
             record.status = Status.PASSED
             return record
         except CheckFailure as failure:
-            record.status, record.message = Status.FAILED, str(failure)
+            record.status, record.message = Status.FAILED, str(failure).split("\n\nFalsifying", 1)[0]
             raise
         except KitError as error:  # the kit's own fault: a kit error, not the implementation's
             record.status, record.message = Status.KIT_ERROR, str(error)
@@ -386,6 +496,7 @@ class Kit:
             record.status, record.message = Status.FAILED, f"{type(error).__name__}: {error}"
             raise
         finally:
+            self.history = self.called = None
             record.known_bugs = dict(self._hits.get(check_id, {}))
             if check.domain is not None and check.domain.axes is not None and record.coverage:
                 record.pairs = self._pairs(check)
@@ -609,3 +720,89 @@ class Kit:
         )
         if domain.axes is not None:
             record.unvisited = [c for c in record.unvisited if not record.coverage.get(c)]
+
+    # -- searching a declared contract's draw (declared/draw.py) -----------------------
+    def check_seed(self, check_id: str) -> int:
+        return zlib.crc32(f"{self.schedule.seed}:{check_id}".encode())
+
+    def search(
+        self,
+        strategy: Callable[..., st.SearchStrategy[Any]],
+        body: Callable[[Any], None],
+        *,
+        share: float = 1.0,
+        by_placement: bool = True,
+    ) -> int:
+        """Run ``body`` on examples of ``strategy``, the shrunk failure raised; return the count.
+
+        First one example of each class, by construction: each of the first argument's dtypes
+        (``strategy(dtype=name)``), where ``by_placement`` each placement kind it may come in
+        (``strategy(placement=kind)``), and each mesh class (``strategy(mesh_kind=kind)``,
+        draw.MESH_KINDS); then the profile's examples of ``strategy()``, any of them.
+        """
+        first = self.contract.first
+        cells: list[dict[str, str]] = []
+        if len(first.dtypes) > 1:
+            cells += [{"dtype": name} for name in first.dtypes]
+        if by_placement and len(first.placements) > 1:
+            cells += [{"placement": kind} for kind in first.placements]
+        cells += [{"mesh_kind": kind} for kind in MESH_KINDS]
+        count = 0
+        for cell in cells:
+            salt = ",".join(cell.values())
+            count += self._search(strategy(**cell), body, examples=1, salt=salt)
+        examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
+        return count + self._search(strategy(), body, examples=examples, salt="")
+
+    def search_once(
+        self,
+        strategy: st.SearchStrategy[Any],
+        body: Callable[[Any], None],
+        *,
+        salt: str,
+        examples: int | None = 1,
+        share: float = HISTORY_SHARE,
+        shrink: bool = True,
+    ) -> int:
+        """Run ``body`` on ``examples`` examples of ``strategy`` (None: the profile's examples
+        times ``share``), the failure raised (shrunk where ``shrink``); return the count."""
+        if examples is None:
+            examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
+        return self._search(strategy, body, examples=examples, salt=salt, shrink=shrink)
+
+    def _search(
+        self,
+        strategy: st.SearchStrategy[Any],
+        body: Callable[[Any], None],
+        *,
+        examples: int,
+        salt: str,
+        shrink: bool = True,
+    ) -> int:
+        count = [0]
+
+        def one(example: Any) -> None:
+            count[0] += 1
+            self.history = self.called = None
+            self._step(None, lambda: body(example))  # across processes: agreed by all (_step)
+
+        test = settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+            print_blob=False,
+            # Across processes no shrinking: its time budget would stop processes at different tries.
+            phases=[Phase.explicit, Phase.generate]
+            if self.cluster is not None or not shrink
+            else list(Phase),
+        )(given(strategy)(one))
+        budget = DECLARED_SHRINK_SECONDS.get(self.profile, DECLARED_SHRINK_SECONDS["default"])
+        stopped = (
+            f"(the kit stopped shrinking after {budget:g} s: the example above is the smallest it found)"
+        )
+        with internals.shrink_budget(budget, stopped):
+            hypothesis_seed(self.check_seed(self.check_id + salt))(test)()
+        return count[0]

@@ -15,7 +15,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,6 +32,9 @@ from conformance._src.session.state import (
     SUPERVISOR_KEY,
     XFAIL_KEY,
 )
+
+if TYPE_CHECKING:
+    from conformance._src.declared.contract import Contract
 
 
 def register_profiles() -> None:
@@ -242,32 +245,26 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
     # held or not); the runner's own limit is only a fallback behind it.
     runner = Runner(timeout=timeout if call_log is None else 2 * timeout + 30)
     profile = internals.hypothesis_profile_name() or "unknown"
-    kit: Any
-    if declared_contract(config):
-        kit = _declared_kit(config, request, impl, runner, profile, count)
-        kit.cluster = cluster
-    else:
-        from conformance._src.inputs.schedule import Schedule
-        from conformance._src.session.options import judged_contract
+    from conformance._src.inputs.schedule import Schedule
 
-        contract = judged_contract(config)
-        kit = Kit(
-            impl=impl,
-            spec=request.spec,
-            contract=contract,
-            contract_spec=config.getoption("--contract"),
-            devices=count,
-            runner=runner,
-            user_timeout=timeout,
-            profile=profile,
-            replay=config.getoption("--case"),
-            cluster=cluster,
-            crashed_gates=supervise.crashed_gates(workerinput),
-            schedule=Schedule(schedule_seed(config), contract),
-            selected=frozenset(config.getoption("--check")) or None,
-        )
+    contract = _contract_for(config, request, impl)
+    kit = Kit(
+        impl=impl,
+        spec=request.spec,
+        contract=contract,
+        contract_spec=config.getoption("--contract"),
+        devices=count,
+        runner=runner,
+        user_timeout=timeout,
+        profile=profile,
+        replay=config.getoption("--case"),
+        cluster=cluster,
+        crashed_gates=supervise.crashed_gates(workerinput),
+        schedule=Schedule(schedule_seed(config), contract),
+        selected=frozenset(config.getoption("--check")) or None,
+    )
     config.stash[KIT_KEY] = kit
-    if isinstance(kit, Kit) and cluster is None:
+    if cluster is None:
         kit.start_fresh_processes()  # they run beside the checks before state.first-call
     if call_log is None and cluster is not None:
         from conformance._src.calling.distributed import state_dir
@@ -287,30 +284,20 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         report.process_index = jax.process_index()
 
 
-def _declared_kit(
-    config: pytest.Config, request: loader.ImplRequest, impl: Any, runner: Any, profile: str, count: int
-) -> Any:
-    """The engine of a declared contract (--contract MODULE:ATTR), checked against the function."""
-    from conformance._src.declared.contract import ContractError, check_signature, load
-    from conformance._src.running.declared_kit import DeclaredKit
+def _contract_for(config: pytest.Config, request: loader.ImplRequest, impl: Any) -> Contract:
+    """The contract --contract names; a declared one (not of the one-vector form) checked against
+    the function's signature."""
+    from conformance._src.declared.contract import ContractError, check_signature
+    from conformance._src.session.options import judged_contract
 
-    spec = config.getoption("--contract")
-    try:
-        contract = load(spec)
-        check_signature(contract, impl, request.spec)
-    except ContractError as exc:
-        raise pytest.UsageError(exc.usage_line(spec)) from None
-    return DeclaredKit(
-        impl=impl,
-        spec=request.spec,
-        contract=contract,
-        contract_spec=spec,
-        devices=count,
-        runner=runner,
-        profile=profile,
-        seed=schedule_seed(config),
-        case=config.getoption("--case"),
-    )
+    contract = judged_contract(config)
+    if declared_contract(config):
+        spec = config.getoption("--contract")
+        try:
+            check_signature(contract, impl, request.spec)
+        except ContractError as exc:
+            raise pytest.UsageError(exc.usage_line(spec)) from None
+    return contract
 
 
 def start_probe(config: pytest.Config, request: loader.ImplRequest) -> Any:
