@@ -17,6 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import NamedSharding, PartitionSpec
 
+from conformance._src import selftest
 from conformance._src.calling import calls as calling
 from conformance._src.contract.catalogue import NotApplicable, check
 from conformance._src.contract.messages import one_line
@@ -158,7 +159,12 @@ def fn_layout(kit: Kit, _: None) -> int:
     return kit.search(partial(draw.calls, kit.contract), body)
 
 
-@check("fn.jit", "each result came out of jax.jit with the contract's out shardings", declared=True)
+@check(
+    "fn.jit",
+    "each result came out of jax.jit with the contract's out shardings",
+    declared=True,
+    needs=(selftest.JIT_SPY, selftest.JAXPR_JIT),
+)
 def fn_jit(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         args, kwargs, impl, want = call.arguments(), call.keywords(), kit.impl, targets(call)
@@ -187,7 +193,10 @@ def fn_input_intact(kit: Kit, _: None) -> int:
 
 
 @check(
-    "fn.global-state", "a call leaves JAX's configuration and mesh context as it found them", declared=True
+    "fn.global-state",
+    "a call leaves JAX's configuration and mesh context as it found them",
+    declared=True,
+    needs=(selftest.GLOBAL_STATE,),
 )
 def fn_global_state(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
@@ -433,6 +442,7 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
     "contract's error between calls, and a key called before compiles nothing",
     declared=True,
     history=True,  # runs first (catalogue.run_order); --case replays one of its histories
+    needs=(selftest.COMPILE_COUNT,),
 )
 def fn_histories(kit: Kit, token: str | None) -> int:
     contract = kit.contract
@@ -476,6 +486,7 @@ def replay_history(kit: Kit, steps: list[declared_history.Step]) -> None:
     "fn.compile-once",
     "a call again with the same mesh, shapes, dtypes and placements compiles nothing, in any history",
     declared=True,
+    needs=(selftest.COMPILE_COUNT,),
 )
 def fn_compile_once(kit: Kit, _: None) -> int:
     def body(history: draw.History) -> None:
