@@ -272,6 +272,21 @@ def test_the_rerun_line_of_a_failing_declared_history_replays_it_in_a_fresh_proc
     assert re.findall(r"^    \d+\. .+$", block.split("  rerun:")[0], re.M) == history, block[:3000]
 
 
+@pytest.mark.parametrize("traceback", ["auto", "no"])
+def test_each_failure_block_is_printed_once(traceback: str, tmp_path: Path) -> None:
+    """pytest's FAILURES section prints the block; the kit's summary below it does not print it
+    again (with --tb=no, where pytest prints none, the summary does); the Markdown report has it."""
+    path, md = EXAMPLES / "softmax.py", tmp_path / "report.md"
+    done = run_kit(
+        "--pyargs", "conformance", "--impl", f"{path}:no_max_shift", "--contract", f"{path}:CONTRACT",
+        "--check", "fn.values", "--hypothesis-seed=0", f"--tb={traceback}", f"--conformance-report={md}",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert len(re.findall(r"^\[fn\.values\] ", done.stdout, re.M)) == 1, done.stdout[-6000:]
+    assert done.stdout.count("  rerun:    ") == 1, done.stdout[-6000:]
+    assert len(re.findall(r"^\[fn\.values\] ", md.read_text(), re.M)) == 1
+
+
 @pytest.mark.parametrize(
     "case, check, said",
     [

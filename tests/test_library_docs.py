@@ -72,3 +72,18 @@ def test_every_example_on_the_pages_runs() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("ran ") == len(pages), done.stdout
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/contracts.md"])
+def test_every_exit_status_is_in_the_pages_exit_table(page: str) -> None:
+    """The exit statuses a run can end with (RunVerdict and usage errors), each a row of the page's
+    table: a reader gating CI on them finds every one, with the same meaning everywhere."""
+    from conformance._src.verdict import RunVerdict
+
+    text = (ROOT / page).read_text()
+    header = re.search(r"^\| (exit|status) \| verdict \|", text, re.M)
+    assert header is not None, page
+    table = text[header.start() : text.index("\n\n", header.start())]
+    rows = set(re.findall(r"^\| \**(\d)\** \|", table, re.M))
+    statuses = {str(v.exit_status) for v in RunVerdict} | {"4"}
+    assert rows == statuses, (page, rows)

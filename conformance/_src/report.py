@@ -240,7 +240,10 @@ def left_out_lines(report: Report) -> list[str]:
     return ["Left out of this run (so it is PARTIAL, exit 2, not CONFORMING):", *rows, ""]
 
 
-def markdown(report: Report) -> str:
+def markdown(report: Report, *, blocks: bool = True) -> str:
+    """The report in Markdown: headline, environment, what was left out, the table, each failure's
+    block (``blocks``: the terminal leaves them out, where pytest printed each one already) and
+    the coverage table."""
     lines = [
         f"**{title(report)}: {headline(report)}** -- `{report.spec}`, contract `{report.contract}`, "
         f"profile `{report.profile}`, {report.devices} devices",
@@ -260,7 +263,8 @@ def markdown(report: Report) -> str:
     for r in report.ordered():
         counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
         lines.append(f"| `{r.id}` | {r.status.value} | {counts} | {r.seconds:.2f} s |")
-    return "\n".join(lines + ["", *failure_blocks(report), *coverage_table(report)]) + "\n"
+    failures = failure_blocks(report) if blocks else []
+    return "\n".join(lines + ["", *failures, *coverage_table(report)]) + "\n"
 
 
 def failure_blocks(report: Report) -> list[str]:

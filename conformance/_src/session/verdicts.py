@@ -180,15 +180,20 @@ def terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Conf
     from conformance._src.report import title
 
     terminalreporter.section(title(report))
-    write_summary(report, config.getoption("--conformance-report"), terminalreporter.write_line)
+    # pytest's FAILURES section above printed each failure's block, unless --tb=no left it out.
+    blocks = config.getoption("tbstyle") == "no"
+    write_summary(
+        report, config.getoption("--conformance-report"), terminalreporter.write_line, blocks=blocks
+    )
 
 
-def write_summary(report: Any, path: str | None, line: Callable[[str], Any]) -> None:
+def write_summary(report: Any, path: str | None, line: Callable[[str], Any], *, blocks: bool = True) -> None:
     """The table, the timing line, the report files and the headline, a ``line`` each
-    (pytest's terminal summary, and ``conformance.launch``'s for a job that ended early)."""
+    (pytest's terminal summary, and ``conformance.launch``'s for a job that ended early); each
+    failure's block where ``blocks`` (the report files have them always)."""
     from conformance._src import report as reporting
 
-    line(reporting.markdown(report).rstrip("\n"))
+    line(reporting.markdown(report, blocks=blocks).rstrip("\n"))
     line("timing: " + reporting.timing_summary(report))
     if path:
         for written in reporting.write(report, path):
