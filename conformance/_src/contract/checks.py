@@ -849,6 +849,13 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     needs=(selftest.GLOBAL_STATE,),
 )
 def hygiene_global_state(kit: Any, case: Case) -> None:
+    judge_global_state(kit, case)
+
+
+def judge_global_state(kit: Any, case: Any) -> None:
+    """One call (a ``Case``, or a declared contract's ``Call``) leaves JAX's configuration and mesh
+    context as the call before it found them, and as the session's first call found them: the
+    judgement of ``hygiene.global-state`` and ``fn.global-state``."""
     before = kit.runner.run("reading JAX's configuration", calls.global_state).result
     kit.result(case)
     after = kit.runner.run("reading JAX's configuration", calls.global_state).result

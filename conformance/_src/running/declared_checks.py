@@ -20,6 +20,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from conformance._src import selftest
 from conformance._src.calling import calls as calling
 from conformance._src.contract.catalogue import NotApplicable, check
+from conformance._src.contract.checks import judge_global_state
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
 from conformance._src.declared import history as declared_history
@@ -199,27 +200,7 @@ def fn_input_intact(kit: Kit, _: None) -> int:
     needs=(selftest.GLOBAL_STATE,),
 )
 def fn_global_state(kit: Kit, _: None) -> int:
-    def body(call: Call) -> None:
-        before = kit.run(call, calling.global_state).result
-        kit.result(call)
-        after = kit.run(call, calling.global_state).result
-        # A change an earlier call made and left is a change too: against the session's first state.
-        initial = kit.runner.initial_state or before
-        for then, when in ((before, "the call changed"), (initial, "an earlier call changed and left")):
-            changed = sorted(k for k in then.keys() | after.keys() if then.get(k) != after.get(k))
-            if changed:
-                name = changed[0]
-                kit.fail(
-                    f"{when} global state ({len(changed)} setting(s): {', '.join(changed[:5])})",
-                    call,
-                    expected=f"{name} = {then.get(name)}"
-                    + ("" if then is before else " (as before the session's first call)"),
-                    got=f"{name} = {after.get(name)}",
-                    hint="use context managers (with jax.set_mesh(...)) or pass shardings explicitly; "
-                    "never jax.config.update inside the function",
-                )
-
-    return kit.search(partial(draw.calls, kit.contract), body, share=0.25)
+    return kit.search(partial(draw.calls, kit.contract), partial(judge_global_state, kit), share=0.25)
 
 
 @check("fn.raises", "an input the layouts do not divide raises the contract's error", declared=True)
