@@ -8,8 +8,9 @@ A ``Contract`` names the function's array ``arguments`` (each an ``Argument``: i
 rule, dtypes, and the layouts it may come in), how the mesh reaches the function (``mesh=
 "keyword"``: a ``mesh=`` keyword; ``"inputs"``: its inputs' shardings), the ``mesh_axes`` it
 needs, the result's layout ``out`` (a ``PartitionSpec`` or a pytree of them), the ``oracle`` (a
-NumPy function), the ``dtype`` rule, the tolerance (``rtol``/``atol``, as
-``conformance.assertions.assert_values_close`` takes them, or one per dtype with
+NumPy function, or ``ITSELF``: the function's own result on one device), the ``dtype`` rule,
+the tolerance (``rtol``/``atol``, as ``conformance.assertions.assert_values_close`` takes them,
+a function of the inputs giving them, or one per dtype with
 ``by_dtype(float32=..., bfloat16=...)``), the error a shape its layouts do not divide
 ``raises``, and static ``keywords``.  It is checked when built: a field the kit cannot judge by
 raises ``ContractError`` naming the field and the value, and under the kit's command line it is
@@ -21,11 +22,11 @@ vector argument laid out ``P('data')`` and returned so, the mesh given by keywor
 gets every check of the kit (``pytest --list-checks``); any other gets the ``fn.*`` checks.
 """
 
-from conformance._src.declared.contract import Argument, Contract, ContractError, by_dtype
+from conformance._src.declared.contract import ITSELF, Argument, Contract, ContractError, by_dtype
 from conformance._src.declared.pjit_double import full, seed
 
 SEED: Contract = seed()  # --contract seed: pjit_double(x), float32, one device
 FULL: Contract = full()  # --contract full: plus mesh=, every dtype, every placement
 PJIT_DOUBLE: Contract = FULL
 
-__all__ = ["FULL", "PJIT_DOUBLE", "SEED", "Argument", "Contract", "ContractError", "by_dtype"]
+__all__ = ["FULL", "ITSELF", "PJIT_DOUBLE", "SEED", "Argument", "Contract", "ContractError", "by_dtype"]

@@ -173,3 +173,89 @@ def test_a_mesh_class_the_devices_cannot_make_is_left_out_by_name() -> None:
     (line,) = draw.out_of_reach(three)
     assert line.startswith("inputs on extra-axis meshes (the contract's 3 axes and one more")
     assert line.endswith("they need 16 devices, there are 8 (--devices 16)")
+
+
+# ---------------------------------------------------------------------------
+# What a contract says of its inputs' sides and values (issue 42, items 2-4)
+
+
+def _sides_contract(**fields: object) -> Contract:
+    """x (m, k) split by rows, w (k, n) replicated: w's rows are x's columns, its columns free."""
+    return Contract(
+        name="matmul",
+        arguments=[
+            Argument("x", rank=2, dtypes=("float32", "int32"), layouts=(ROWS,)),
+            Argument(
+                "w", shape=lambda x: (x[1], None), layouts=(P(None, None),), values=fields.pop("values", {})
+            ),
+        ],
+        mesh_axes=("data",),
+        out=ROWS,
+        oracle=lambda x, w: x @ w,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_side_tied_per_dimension_follows_the_first_argument_and_the_free_one_is_drawn(
+    data: st.DataObject,
+) -> None:
+    contract = _sides_contract(max_side=12)
+    call = data.draw(draw.calls(contract))
+    x, w = call.hosts
+    assert w.shape[0] == x.shape[1] and 1 <= w.shape[1] <= 12
+
+
+def test_a_free_side_varies_on_its_own() -> None:
+    from hypothesis import find
+
+    contract = _sides_contract(max_side=12)
+    find(
+        draw.calls(contract),
+        lambda c: c.hosts[1].shape[1] != c.hosts[0].shape[0],
+        settings=settings(max_examples=200),
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_the_stated_largest_side_holds_over_every_mesh_of_a_history(data: st.DataObject) -> None:
+    """A history over several meshes splits a side into parts whose least common multiple may be
+    past max_side (2, 3 and 5 parts: 30); the draw keeps every side within it, and calls a form only
+    on the meshes it fits."""
+    import dataclasses
+
+    contract = dataclasses.replace(_contract(), max_side=8)
+    history = data.draw(draw.histories(contract))
+    for call in history.calls:
+        assert max(call.hosts[0].shape) <= 8, call.hosts[0].shape
+        assert draw.fits(contract, draw.Form((call.hosts[0].shape,), ("float32",)), call.mesh)
+
+
+def test_value_controls_per_dtype() -> None:
+    """int32 over its whole range (wrap-around reachable), float32 within [-1, 1]."""
+    from hypothesis import find
+
+    from conformance.contracts import by_dtype
+
+    wide = by_dtype(
+        int32={"min_value": -(2**31), "max_value": 2**31 - 1}, float32={"min_value": -1.0, "max_value": 1.0}
+    )
+    contract = Contract(
+        name="cumsum",
+        arguments=[Argument("x", rank=2, dtypes=("float32", "int32"), layouts=(ROWS,), values=wide)],
+        mesh_axes=("data",),
+        out=ROWS,
+        oracle=lambda x: np.cumsum(x, axis=1, dtype=x.dtype),
+    )
+    find(draw.calls(contract, dtype="int32"), lambda c: np.abs(c.hosts[0].astype(np.int64)).max() > 2**30)
+
+    @settings(max_examples=30, deadline=None)
+    @given(draw.calls(contract, dtype="float32"))
+    def floats_within(call: draw.Call) -> None:
+        assert np.abs(call.hosts[0]).max(initial=0) <= 1.0
+
+    floats_within()
+    with pytest.raises(ContractError, match=r"values"):
+        Argument("x", rank=1, dtypes=("int32",), layouts=(P("data"),), values=by_dtype(int32=5))

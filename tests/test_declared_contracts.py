@@ -136,6 +136,14 @@ BUILT_BADLY = {
         "Contract(name='c', arguments=[X], out=P('model'), oracle=lambda x: x)",
         "out=P('model',): names mesh axis 'model', which mesh_axes ('data',) lacks",
     ),
+    "tolerance-raises": (
+        "Contract(name='c', arguments=[X], out=P('data'), oracle=lambda x: x, atol=lambda x: 1 / 0)",
+        "raised ZeroDivisionError: division by zero on float32 inputs of shapes [(4,)]",
+    ),
+    "tolerance-negative": (
+        "Contract(name='c', arguments=[X], out=P('data'), oracle=lambda x: x, rtol=lambda x: -np.abs(x))",
+        "a tolerance must be >= 0 (and not NaN) on the kit's small inputs",
+    ),
     "dtype-jax-lacks": (
         "Contract(name='c', arguments=[Argument('x', rank=1, dtypes=('float33',), layouts=(P('data'),))], "
         "out=P('data'), oracle=lambda x: x)",
@@ -205,6 +213,13 @@ VERDICTS: dict[tuple[str, str], str | None] = {
     ("layer_norm", "stats_replicated"): "fn.layout",
     ("layer_norm", "stale_mesh"): "fn.histories",
     ("layer_norm", "one_pass_variance"): "fn.values",
+    # oracle=ITSELF: the function's own result on one device is the reference.
+    ("scan", "cumsum"): None,
+    ("scan", "no_carry"): "fn.values",
+    ("scan", "carry_all"): "fn.values",
+    ("scan", "carry_reversed"): "fn.values",
+    ("scan", "wrong_axis"): "fn.values",
+    ("scan", "cache_mesh_shape"): "fn.histories",
     # Caches of jitted functions that evict or go stale (examples/contracts/caches.py): the planned
     # histories of fn.histories reach each of them by construction (first_context: its first calls
     # under a context, in fresh processes).
@@ -270,6 +285,50 @@ def test_the_rerun_line_of_a_failing_declared_history_replays_it_in_a_fresh_proc
     assert again.returncode == 1 and statuses(replayed)["fn.histories"] == "failed", again.stdout[-3000:]
     block = again.stdout[again.stdout.index("[fn.histories]") :]
     assert re.findall(r"^    \d+\. .+$", block.split("  rerun:")[0], re.M) == history, block[:3000]
+
+
+TOLERANCE_MODULE = """
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+ROWS = P("data", None)
+
+
+def scaled(x, *, mesh):
+    \"\"\"x times 1.001: off by 0.1 % of each value.\"\"\"
+    rows = NamedSharding(mesh, ROWS)
+    return jax.jit(lambda v: v * 1.001, in_shardings=rows, out_shardings=rows)(jax.device_put(x, rows))
+
+
+def _contract(share):
+    return Contract(
+        name="identity",
+        arguments=[Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,))],
+        out=ROWS,
+        oracle=lambda x: x,
+        rtol=0.0,
+        atol=lambda x: share * np.abs(x) + 1e-6,  # each element's own bound, from its value
+    )
+
+
+WIDE, NARROW = _contract(0.002), _contract(0.0005)
+"""
+
+
+@pytest.mark.parametrize("name, status", [("WIDE", 0), ("NARROW", 1)])
+def test_a_tolerance_may_be_a_function_of_the_inputs(name: str, status: int, tmp_path: Path) -> None:
+    """atol=lambda x: ...: each call's bound comes from its own values, element by element."""
+    module = tmp_path / "tolerances.py"
+    module.write_text(TOLERANCE_MODULE)
+    done = run_kit(
+        "--pyargs", "conformance", "--impl", f"{module}:scaled", "--contract", f"{module}:{name}",
+        "--check", "fn.values", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert done.returncode == (2 if status == 0 else 1), done.stdout[-3000:] + done.stderr[-2000:]
+    assert bool(re.search(r"^\[fn\.values\] ", done.stdout, re.M)) == (status == 1), done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("traceback", ["auto", "no"])

@@ -27,6 +27,7 @@ from conformance._src.inputs.case import make_mesh
 from conformance._src.library import assertions as library
 from conformance.assertions import (
     DEFAULT_TOLERANCES,
+    AssertionFailed,
     assert_compiles_at_most,
     assert_compiles_once,
     assert_input_intact,
@@ -494,3 +495,50 @@ def test_a_donating_function_in_a_real_pytest_run_is_a_failure_not_a_crash(tmp_p
     assert run.returncode == 1, (run.returncode, output[-4000:])
     assert "1 failed" in run.stdout, output[-4000:]
     assert "the first call deleted argument 0 (buffer donation)" in run.stdout, output[-4000:]
+
+
+# ---------------------------------------------------------------------------
+# Hints that say what docs/assertions.md promises (issue 42, item 5)
+
+
+def _line(size: int) -> Mesh:
+    return Mesh(np.array(jax.devices()[:size]), ("model",))
+
+
+def test_a_pmean_where_a_psum_belongs_is_named_on_a_replicated_result() -> None:
+    """Half the expected value on a replicated result over an axis of 2: the hint names the axis
+    and the pmean, as it does for a split result."""
+    expect = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32)
+    halved = jax.device_put(expect / 2, NamedSharding(_line(2), P()))
+    with pytest.raises(AssertionFailed) as failure:
+        assert_values_close(halved, expect)
+    hint = failure.value.hint or ""
+    assert "1/2, one over the size of mesh axis 'model'" in hint and "pmean" in hint, hint
+    assert "replicated" in hint, hint
+
+
+def test_an_offset_on_every_shard_does_not_say_some_devices() -> None:
+    expect = np.arange(8, dtype=np.float32)
+    shifted = jax.device_put(expect + 1.0, NamedSharding(_line(4), P("model")))
+    with pytest.raises(AssertionFailed) as failure:
+        assert_values_close(shifted, expect)
+    hint = failure.value.hint or ""
+    assert "no shard is right" in hint and "plus 1" in hint, hint
+    assert "some devices only" not in hint, hint
+
+
+@pytest.mark.parametrize(
+    "got_spec, want_spec, said",
+    [
+        (P(), P("model"), "each holds the whole result (replicated), where the target splits it"),
+        (P("model"), P(), "the result is split, where the target has every device hold the whole"),
+        (P("model", None), P(None, "model"), "split another way"),
+    ],
+    ids=["replicated-for-split", "split-for-replicated", "split-otherwise"],
+)
+def test_a_layout_on_the_right_devices_says_how_it_differs(got_spec: P, want_spec: P, said: str) -> None:
+    mesh = _line(4)
+    got = jax.device_put(np.zeros((4, 4), np.float32), NamedSharding(mesh, got_spec))
+    with pytest.raises(AssertionFailed) as failure:
+        assert_layout(got, NamedSharding(mesh, want_spec))
+    assert said in (failure.value.hint or ""), failure.value.hint

@@ -40,6 +40,25 @@ DEFAULT_VALUES: Mapping[str, Any] = {
 }
 
 
+class _Itself:
+    """``oracle=ITSELF``: the function is its own reference (``is_itself``)."""
+
+    def __repr__(self) -> str:
+        return "ITSELF"
+
+    def __reduce__(self) -> str:
+        return "ITSELF"
+
+
+# The function's own result for the same inputs on one device (a mesh of the first device alone,
+# each of the contract's axes of size 1) is what every other mesh and layout must give.
+ITSELF: Any = _Itself()
+
+
+def is_itself(oracle: object) -> bool:
+    return oracle is ITSELF
+
+
 class ContractError(ValueError):
     """A declared contract the kit cannot judge by: one line naming the field and the value."""
 
@@ -86,39 +105,63 @@ def spec_axes(spec: PartitionSpec) -> list[str]:
 
 
 class ByDtype(dict[str, Any]):
-    """A tolerance per dtype of the first argument (``by_dtype``); a dtype it leaves out gets the
-    dtype's default."""
+    """A value per dtype (``by_dtype``): a tolerance per dtype of the first argument, or an
+    argument's value controls per dtype of that argument; a dtype it leaves out gets the default
+    (the dtype's tolerance; ``DEFAULT_VALUES``)."""
 
 
 def by_dtype(**per_dtype: Any) -> ByDtype:
     """``rtol=by_dtype(float32=1e-5, bfloat16={"y": 1e-2, "mean": 1e-3})``: each dtype's own
-    tolerance, in any form ``assert_values_close`` takes (a number, an array, a pytree)."""
-    for name, value in per_dtype.items():
+    tolerance, in any form ``rtol`` takes; ``values=by_dtype(int32={...}, float32={...})``: each
+    dtype's own value controls.  The contract checks each value where it is used."""
+    for name in per_dtype:
         _dtype(name, f"by_dtype({name}=...)")
-        _tolerance(value, f"by_dtype({name}=...)")
     return ByDtype(per_dtype)
 
 
 def _tolerance(value: object, where: str) -> None:
-    """A tolerance form: None, a number or array >= 0, a pytree of them, or ``by_dtype(...)``."""
+    """A tolerance form: None, a number or array >= 0, a pytree of them, a function of the
+    arguments' values giving one of these, or ``by_dtype(...)`` of these."""
     import jax
 
     if isinstance(value, ByDtype):
-        return  # checked when built
+        for name, one in value.items():
+            _tolerance(one, f"{where}=by_dtype({name}=...)")
+        return
+    if callable(value):
+        return  # its results are checked on the kit's small inputs (try_oracle), and at each use
     for leaf in jax.tree_util.tree_leaves(value):
         try:
             bound = np.asarray(leaf, dtype=np.float64)
         except (TypeError, ValueError):
             raise ContractError(
-                where, value, "must be a number >= 0, an array of them, a pytree of them, or by_dtype(...)"
+                where,
+                value,
+                "must be a number >= 0, an array of them, a pytree of them, a function of the "
+                "arguments giving one, or by_dtype(...)",
             ) from None
         if bound.size and not (np.all(bound >= 0) and not np.any(np.isnan(bound))):
             raise ContractError(where, value, "a tolerance must be >= 0 (and not NaN)")
 
 
-def tolerance_for(value: Any, dtype: np.dtype) -> Any:
-    """The tolerance form for a call whose first argument has ``dtype``."""
-    return value.get(np.dtype(dtype).name) if isinstance(value, ByDtype) else value
+def tolerance_for(value: Any, dtype: np.dtype, hosts: Sequence[np.ndarray] = ()) -> Any:
+    """The tolerance for a call whose first argument has ``dtype`` and whose arguments' values are
+    ``hosts``: ``by_dtype``'s entry for the dtype; a function's result for those values (checked
+    as a tolerance: ``ContractError`` where it is not one)."""
+    if isinstance(value, ByDtype):
+        value = value.get(np.dtype(dtype).name)
+    if callable(value):
+        value = value(*hosts)
+        _tolerance(value, "a tolerance function's result")
+    return value
+
+
+def values_for(arg: Argument, dtype: str) -> Mapping[str, Any]:
+    """The value controls ``arg`` is drawn with in ``dtype``: ``by_dtype``'s entry for it (the
+    defaults where it has none), or the one set of controls for every dtype."""
+    if isinstance(arg.values, ByDtype):
+        return arg.values.get(np.dtype(dtype).name, DEFAULT_VALUES)
+    return arg.values
 
 
 @dataclass(frozen=True)
@@ -126,11 +169,13 @@ class Argument:
     """One array argument of the function.
 
     ``rank``: its number of dimensions; or ``shape``: a function of the first argument's shape
-    giving this one's (``lambda x: (x[-1],)`` for a per-feature scale).  ``dtypes``: the dtype
-    names it comes in (for arguments after the first, ``()`` means "the first argument's").
+    giving this one's (``lambda x: (x[-1],)`` for a per-feature scale; ``None`` for a side drawn
+    freely: ``lambda x: (x[1], None)`` for a weight whose rows are x's columns).  ``dtypes``: the
+    dtype names it comes in (for arguments after the first, ``()`` means "the first argument's").
     ``layouts``: the ``PartitionSpec``s it may be committed with, over the drawn mesh; ``"numpy"``
     among ``placements`` also gives it as a NumPy array.  ``values``: the value controls of
-    ``conformance.strategies.values`` (default: finite, in [-100, 100], no subnormals).
+    ``conformance.strategies.values`` (default: finite, in [-100, 100], no subnormals), or
+    ``by_dtype(...)`` of them, one set per dtype.
     """
 
     name: str
@@ -181,9 +226,12 @@ class Argument:
                 f"{where}.placements", self.placements, f"must be a non-empty sequence of {kinds}"
             )
         object.__setattr__(self, "placements", tuple(self.placements))
-        if not isinstance(self.values, Mapping):
+        per_dtype = self.values.values() if isinstance(self.values, ByDtype) else [self.values]
+        if not isinstance(self.values, Mapping) or not all(isinstance(v, Mapping) for v in per_dtype):
             raise ContractError(
-                f"{where}.values", self.values, "must be a dict of value controls (min_value=...)"
+                f"{where}.values",
+                self.values,
+                "must be a dict of value controls (min_value=...), or by_dtype(...) of them",
             )
 
 
@@ -213,9 +261,12 @@ class Contract:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ContractError("name", self.name, "must be a non-empty string")
-        if not callable(self.oracle):
+        if not callable(self.oracle) and not is_itself(self.oracle):
             raise ContractError(
-                "oracle", self.oracle, "must be a NumPy function of the arguments (a callable)"
+                "oracle",
+                self.oracle,
+                "must be a NumPy function of the arguments (a callable), or ITSELF (the function's "
+                "own result on one device)",
             )
         if (
             isinstance(self.arguments, Argument)
@@ -330,6 +381,8 @@ class Contract:
             return "its argument's layout is not P('data')"
         if self.mesh == MESH_FROM_INPUTS:
             return "its mesh comes from its inputs"
+        if is_itself(self.oracle):
+            return "its reference is the function itself"
         if self.dtype is not None or self.keywords:
             return "it has a dtype rule or keyword options"
         tolerances = (self.rtol, self.atol)
@@ -385,10 +438,16 @@ def sample_shapes(contract: Contract, side: int = 4) -> list[tuple[int, ...]]:
     return [first, *(_shape_of(a, first) for a in contract.arguments[1:])]
 
 
+def tied_shape(arg: Argument, first: tuple[int, ...]) -> tuple[int | None, ...]:
+    """``arg.shape`` of the first argument's shape: each side an int, or None where it is free."""
+    assert arg.shape is not None
+    return tuple(None if s is None else int(s) for s in arg.shape(first))
+
+
 def _shape_of(arg: Argument, first: tuple[int, ...]) -> tuple[int, ...]:
     if arg.shape is not None:
         try:
-            shape = tuple(int(s) for s in arg.shape(first))
+            shape = tuple(first[0] if s is None else s for s in tied_shape(arg, first))
         except Exception as exc:  # noqa: BLE001 -- the user's function
             raise ContractError(
                 f"Argument({arg.name!r}).shape", arg.shape, f"raised {type(exc).__name__}: {exc}"
@@ -405,6 +464,9 @@ def try_oracle(contract: Contract) -> None:
     shapes = sample_shapes(contract)
     dtype = np.dtype(contract.first.dtypes[0])
     args = [np.linspace(-1.0, 1.0, num=int(np.prod(s))).reshape(s).astype(dtype) for s in shapes]
+    _try_tolerances(contract, args, dtype, shapes)
+    if is_itself(contract.oracle):
+        return  # the function's own result: its calls will tell
     try:
         expected = contract.oracle(*args, **contract.keywords)
     except Exception as exc:  # noqa: BLE001 -- the user's oracle
@@ -422,6 +484,24 @@ def try_oracle(contract: Contract) -> None:
             f"returns a pytree of structure {got} on {dtype.name} inputs of shapes {shapes}, but out "
             f"has {want}: the oracle gives one array per out spec",
         )
+
+
+def _try_tolerances(contract: Contract, args: list[np.ndarray], dtype: np.dtype, shapes: Any) -> None:
+    """Each tolerance function, on the same small inputs: one that raises or gives no tolerance
+    cannot judge anything."""
+    for name in ("rtol", "atol"):
+        try:
+            tolerance_for(getattr(contract, name), dtype, args)
+        except ContractError as exc:
+            raise ContractError(
+                name, getattr(contract, name), f"{exc.why} on the kit's small inputs"
+            ) from None
+        except Exception as exc:  # noqa: BLE001 -- the user's tolerance function
+            raise ContractError(
+                name,
+                getattr(contract, name),
+                f"raised {type(exc).__name__}: {exc} on {dtype.name} inputs of shapes {shapes}",
+            ) from None
 
 
 def check_signature(contract: Contract, impl: Callable[..., Any], spec: str) -> None:

@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conformance._src.calling.devices import other_memory_kinds
-from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, Argument, Contract
+from conformance._src.declared.contract import (
+    MESH_KEYWORD,
+    NUMPY,
+    Argument,
+    Contract,
+    tied_shape,
+    values_for,
+)
 from conformance._src.library.show import mesh_text
 from conformance._src.library.strategies import meshes, values
 
@@ -177,14 +184,43 @@ def _multiples(contract: Contract, arg: Argument, mesh_list: list[Mesh], ndim: i
 
 @st.composite
 def _side(draw: st.DrawFn, multiple: int, contract: Contract) -> int:
-    most = max(1, contract.max_side // multiple)
+    """A side ``multiple`` divides, within the contract's sides (none where ``multiple`` is past
+    ``max_side``: the stated largest side holds, and such a draw is rejected)."""
+    most = contract.max_side // multiple
+    assume(most >= 1)
     least = max(1, -(-contract.min_side // multiple))
     return multiple * draw(st.integers(min(least, most), most))
 
 
 @st.composite
 def _host(draw: st.DrawFn, arg: Argument, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    return draw(values(dtype=dtype, shape=shape, **dict(arg.values)))
+    return draw(values(dtype=dtype, shape=shape, **dict(values_for(arg, dtype))))
+
+
+def fits(contract: Contract, form: Form, mesh: Mesh) -> bool:
+    """Does every layout of every argument (and the result's, for the first) divide ``form`` on ``mesh``?"""
+    for arg, shape in zip(contract.arguments, form.shapes, strict=True):
+        multiple = _multiples(contract, arg, [mesh], len(shape))
+        if any(s % m for s, m in zip(shape, multiple, strict=True)):
+            return False
+    return True
+
+
+def _within(contract: Contract, mesh_list: list[Mesh]) -> list[Mesh]:
+    """The meshes of ``mesh_list`` one form can be called on, in order, with every side that
+    every one of them splits still within ``max_side`` (the first always)."""
+    kept: list[Mesh] = []
+    for mesh in mesh_list:
+        trial = [*kept, mesh]
+        sides = [
+            m
+            for arg in contract.arguments
+            if arg.shape is None or arg is contract.first
+            for m in _multiples(contract, arg, trial, arg.rank or 1)
+        ]
+        if not kept or max(sides) <= contract.max_side:
+            kept.append(mesh)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -204,8 +240,11 @@ def forms(
     indivisible: bool = False,
     dtype: str | None = None,
 ) -> Form:
+    """The shapes and dtypes of a call on the meshes of ``mesh_list`` that can take one form
+    within ``max_side`` (``_within``: a caller calls it only where it ``fits``)."""
     first = contract.first
     rank = first.rank or 1
+    mesh_list = _within(contract, mesh_list)
     multiple = _multiples(contract, first, mesh_list, rank)
     first_shape = tuple(draw(_side(m, contract)) for m in multiple)
     if indivisible:  # one side split in parts that do not divide it
@@ -218,8 +257,12 @@ def forms(
         first_shape = tuple(sides)
     shapes = [first_shape]
     for arg in contract.arguments[1:]:
-        if arg.shape is not None:
-            shapes.append(tuple(int(s) for s in arg.shape(first_shape)))
+        if arg.shape is not None:  # tied to the first argument's sides, each free one drawn
+            tied = tied_shape(arg, first_shape)
+            own = _multiples(contract, arg, mesh_list, len(tied))
+            shapes.append(
+                tuple(draw(_side(m, contract)) if s is None else s for s, m in zip(tied, own, strict=True))
+            )
         else:
             own = _multiples(contract, arg, mesh_list, arg.rank or 1)
             shapes.append(tuple(draw(_side(m, contract)) for m in own))
@@ -388,12 +431,12 @@ def histories(
         st.lists(mesh_strategy(contract, mesh_kind), min_size=1, max_size=3, unique_by=lambda m: id(m))
     )
     form_list = draw(st.lists(forms(contract, mesh_list, dtype=dtype), min_size=1, max_size=2))
-    steps = draw(
-        st.lists(
-            st.tuples(st.integers(0, len(mesh_list) - 1), st.integers(0, len(form_list) - 1)),
-            min_size=2,
-            max_size=max_calls,
-        )
-    )
+    pairs = [
+        (m, f)
+        for m, mesh in enumerate(mesh_list)
+        for f, form in enumerate(form_list)
+        if fits(contract, form, mesh)
+    ]
+    steps = draw(st.lists(st.sampled_from(pairs), min_size=2, max_size=max_calls))
     made = [draw(calls_of(contract, mesh_list[m], form_list[f], placement=placement)) for m, f in steps]
     return History(tuple(made))

@@ -54,6 +54,7 @@ from conformance._src.declared.draw import (
     _host,
     _multiples,
     calls_of,
+    fits,
     forms,
     mesh_strategy,
     split,
@@ -224,15 +225,6 @@ def move(contract: Contract, how: str, base: Mesh, draw: Callable[..., Any]) -> 
     raise ValueError(f"unknown mesh move {how!r}")
 
 
-def fits(contract: Contract, form: Form, mesh: Mesh) -> bool:
-    """Does every layout of every argument (and the result's, for the first) divide ``form`` on ``mesh``?"""
-    for arg, shape in zip(contract.arguments, form.shapes, strict=True):
-        multiple = _multiples(contract, arg, [mesh], len(shape))
-        if any(s % m for s, m in zip(shape, multiple, strict=True)):
-            return False
-    return True
-
-
 def can_raise(contract: Contract, mesh: Mesh) -> bool:
     """Can a call on ``mesh`` be given a first argument whose sides its first layout does not
     divide (as NumPy, with mesh=), and must it raise?"""
@@ -368,8 +360,9 @@ def stale(draw: st.DrawFn, contract: Contract) -> list[Step]:
         rest = [i for i in every if i not in ids]
         meshes.append(make_mesh(rest[: len(ids)], shape, names))
     form = draw(forms(contract, meshes))
+    meshes = [mesh for mesh in meshes if fits(contract, form, mesh)]  # within max_side
     made = [draw(calls_of(contract, mesh, form)) for mesh in meshes]
-    made += [draw(calls_of(contract, meshes[0], form)), draw(calls_of(contract, meshes[1], form))]
+    made += [draw(calls_of(contract, mesh, form)) for mesh in meshes[:2]]
     # Where a mesh splits a side into fewer parts than A, shapes that it divides and A does not: a
     # stale mesh's function is then given a shape its own layouts do not divide (a replicated
     # result shows no stale layout).
@@ -463,7 +456,7 @@ def first_calls(draw: st.DrawFn, contract: Contract) -> list[list[Step]]:
     a = draw(mesh_strategy(contract, "contract-axes"))
     b = move(contract, "other-devices", a, draw)
     form = draw(forms(contract, [a, b]))
-    plain = [Step(draw(calls_of(contract, mesh, form))) for mesh in (b, a)]
+    plain = [Step(draw(calls_of(contract, mesh, form))) for mesh in (b, a) if fits(contract, form, mesh)]
     found = [[Step(draw(calls_of(contract, a, form)), under=("default_device", every[-1])), *plain]]
     if context.set_mesh_available():
         found.append([Step(draw(calls_of(contract, a, form)), under=("set_mesh",)), *plain])

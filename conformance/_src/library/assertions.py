@@ -672,13 +672,27 @@ def assert_array_layout(result: Any, target: Sharding, *, shards: bool = True, w
     if not array.sharding.is_equivalent_to(target, array.ndim):
         got_ids = sorted(int(getattr(d, "id", -1)) for d in array.sharding.device_set)
         want_ids = sorted(int(getattr(d, "id", -1)) for d in target.device_set)
-        hint = (
-            f"the {what} lies on devices {got_ids}, the target on {want_ids}: build the output "
-            f"sharding from the mesh you were given"
-            if got_ids != want_ids
-            else "the right devices, split another way: compare the partition specs, and the order of "
-            "the mesh's devices and axes"
-        )
+        if got_ids != want_ids:
+            hint = (
+                f"the {what} lies on devices {got_ids}, the target on {want_ids}: build the output "
+                f"sharding from the mesh you were given"
+            )
+        elif array.sharding.is_fully_replicated:
+            hint = (
+                f"the right devices, but each holds the whole {what} (replicated), where the target "
+                "splits it: give jax.jit out_shardings the target layout (no out_shardings, or P(), "
+                "replicates)"
+            )
+        elif target.is_fully_replicated:
+            hint = (
+                f"the right devices, but the {what} is split, where the target has every device hold "
+                "the whole of it (replicated): its partition spec names no mesh axis"
+            )
+        else:
+            hint = (
+                "the right devices, split another way: compare the partition specs, and the order "
+                "of the mesh's devices and axes"
+            )
         raise AssertionFailed(
             "layout",
             f"the {what} does not have the requested layout",

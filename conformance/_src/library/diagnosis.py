@@ -94,8 +94,11 @@ def _factor_text(factor: float, sizes: dict[str, int]) -> str:
     return f"{factor:g}"
 
 
-def _pattern(have: np.ndarray, want: np.ndarray, bad: np.ndarray, sizes: dict[str, int]) -> str | None:
-    """The pattern of the wrong elements, if they make one: one factor, one offset, all zero."""
+def _pattern(
+    have: np.ndarray, want: np.ndarray, bad: np.ndarray, sizes: dict[str, int], *, everywhere: bool
+) -> str | None:
+    """The pattern of the wrong elements, if they make one: one factor, one offset, all zero
+    (``everywhere``: no device holds a right shard, so nothing was added "on some devices")."""
     kind = have.dtype.kind
     if not (kind in "biuf" or values.is_float(have.dtype) or tolerance.is_integer(have.dtype)):
         return None
@@ -116,6 +119,11 @@ def _pattern(have: np.ndarray, want: np.ndarray, bad: np.ndarray, sizes: dict[st
             )
     offset = _one(g - w)
     if offset is not None and abs(offset) > _SAME * float(np.abs(w).max()) and len(g) >= 2:
+        if everywhere:
+            return (
+                f"every wrong element is the expected value plus {offset:g}: a term added twice, or "
+                "once on every device's copy and summed, or a bias applied twice"
+            )
         return (
             f"every wrong element is the expected value plus {offset:g}: a term added on some "
             "devices only, a carry or a prefix from the wrong shard, or a bias applied twice"
@@ -126,12 +134,18 @@ def _pattern(have: np.ndarray, want: np.ndarray, bad: np.ndarray, sizes: dict[st
 def shard_diagnosis(got: Any, have: np.ndarray, want: np.ndarray, bad: np.ndarray, what: str) -> str | None:
     """Where the wrong elements lie among the shards of ``got`` and what pattern they make; None
     when ``got`` is not split into two or more blocks."""
-    blocks = _blocks(got)
-    if blocks is None or bad.shape != tuple(got.shape):
+    if bad.shape != tuple(getattr(got, "shape", ())):
         return None
+    blocks = _blocks(got)
+    sizes = _axis_sizes(got)
+    if blocks is None and not sizes:
+        return None  # not laid out over a mesh: nothing of shards or axes to say
     most = _within(tolerance.ulp_distances(have[bad], want[bad]))
     if most is not None and most <= tolerance.ROUNDING_ULP:
         return None  # rounding is no shard's fault
+    if blocks is None:  # every device holds the whole of it: the pattern alone, axes named
+        pattern = _pattern(have, want, bad, sizes, everywhere=True)
+        return None if pattern is None else f"every device holds the whole {what} (replicated); {pattern}"
     wrong: dict[Ranges, tuple[int, int]] = {}
     for ranges in blocks:
         region = bad[tuple(slice(a, b) for a, b in ranges)]
@@ -139,7 +153,6 @@ def shard_diagnosis(got: Any, have: np.ndarray, want: np.ndarray, bad: np.ndarra
             wrong[ranges] = (int(region.sum()), int(region.size))
     if not wrong:
         return None
-    sizes = _axis_sizes(got)
     points = np.argwhere(bad)
     for dim in range(got.ndim):  # the wrong elements on the shards' edges along a split dimension
         spans = sorted({r[dim] for r in blocks})
@@ -172,7 +185,7 @@ def shard_diagnosis(got: Any, have: np.ndarray, want: np.ndarray, bad: np.ndarra
     where = f"wrong elements in {len(wrong)} of the {len(blocks)} shards of the {what}: {wrong_text}" + (
         f"; right: {right_text}" if right else "; no shard is right"
     )
-    pattern = _pattern(have, want, bad, sizes)
+    pattern = _pattern(have, want, bad, sizes, everywhere=not right)
     if pattern is not None:
         return f"{where}. {pattern}"
     if right and whole:

@@ -15,17 +15,24 @@ from typing import Any
 import jax
 import numpy as np
 from hypothesis import strategies as st
-from jax.sharding import NamedSharding, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conformance._src import selftest
 from conformance._src.calling import calls as calling
-from conformance._src.contract.catalogue import NotApplicable, check
+from conformance._src.contract.catalogue import KitError, NotApplicable, check
 from conformance._src.contract.checks import judge_global_state
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
 from conformance._src.declared import history as declared_history
-from conformance._src.declared.contract import MESH_KEYWORD, NUMPY, tolerance_for
-from conformance._src.declared.draw import LAYOUTS, Call
+from conformance._src.declared.contract import (
+    MESH_FROM_INPUTS,
+    MESH_KEYWORD,
+    NUMPY,
+    ContractError,
+    is_itself,
+    tolerance_for,
+)
+from conformance._src.declared.draw import LAYOUTS, Call, Placed
 from conformance._src.library import values
 from conformance._src.library.assertions import (
     AssertionFailed,
@@ -73,6 +80,40 @@ def expected_of(call: Call, *, flushed: bool = False) -> Any:
     return jax.tree_util.tree_map(lambda v, d: np.asarray(v).astype(d), raw, dtypes)
 
 
+def reference_of(kit: Kit, call: Call) -> Any:
+    """``oracle=ITSELF``: the function's own result for the call's values on one device -- a mesh
+    of this process's first device alone, each of the contract's axes of size 1 -- each leaf in
+    the dtype the rule gives.  Called once per distinct values (``Kit.references``)."""
+    key = tuple((h.dtype.str, h.shape, h.tobytes()) for h in call.hosts)
+    if key in kit.references:
+        return kit.references[key]
+    contract = call.contract
+    mesh = Mesh(np.array(jax.local_devices()[:1]).reshape((1,) * len(contract.mesh_axes)), contract.mesh_axes)
+    placed = tuple(
+        Placed(NUMPY)
+        if NUMPY in arg.placements and contract.mesh != MESH_FROM_INPUTS
+        else Placed(LAYOUTS, arg.layouts[0])
+        for arg in contract.arguments
+    )
+    one = Call(contract, mesh, call.hosts, placed)
+    _, outcome = kit.call(one)
+    if outcome.error is not None:
+        kit.fail(
+            "the call on one device (the contract's reference, oracle=ITSELF) raised an exception",
+            one,
+            expected="a result: the function's own, on one device, is what every mesh must give",
+            got=one_line(f"{type(outcome.error).__name__}: {outcome.error}"),
+            hint="the function must take the contract's inputs on a mesh of one device too",
+        )
+    raw = jax.tree_util.tree_map(np.asarray, outcome.result)
+    dtypes = expected_dtypes(call, raw)
+    found = jax.tree_util.tree_map(lambda v, d: np.asarray(v).astype(d), raw, dtypes)
+    if len(kit.references) >= 256:
+        kit.references.clear()
+    kit.references[key] = found
+    return found
+
+
 def _judge(kit: Kit, call: Call, assertion: Any) -> None:
     try:
         assertion()
@@ -93,24 +134,49 @@ def _has_subnormals(call: Call) -> bool:
     return any(not np.array_equal(values.bits(flush_subnormals(h)), values.bits(h)) for h in call.hosts)
 
 
+def _tolerance(call: Call, name: str) -> Any:
+    """The contract's ``rtol`` or ``atol`` for this call's values; a function of them that gives no
+    tolerance is the contract's fault, not the function's (a kit error naming it)."""
+    try:
+        return tolerance_for(getattr(call.contract, name), call.hosts[0].dtype, call.hosts)
+    except ContractError as exc:
+        raise KitError(f"conformance: the contract's {name} cannot judge {call.describe()}: {exc}") from None
+
+
 def judge_values(kit: Kit, call: Call, result: Any) -> None:
-    expected = expected_of(call)
-    # XLA on CPU reads a subnormal input as zero: the oracle of those values is right too.
-    alternatives = [expected_of(call, flushed=True)] if _has_subnormals(call) else []
+    itself = is_itself(call.contract.oracle)
+    if itself:  # the function's own result on one device: XLA reads subnormals alike there
+        expected, alternatives = reference_of(kit, call), []
+    else:
+        expected = expected_of(call)
+        # XLA on CPU reads a subnormal input as zero: the oracle of those values is right too.
+        alternatives = [expected_of(call, flushed=True)] if _has_subnormals(call) else []
     got = result
     if str(jax.tree_util.tree_structure(result)) == str(jax.tree_util.tree_structure(expected)):
         got = jax.tree_util.tree_map(_host, result, expected)
-    _judge(
-        kit,
-        call,
-        lambda: assert_values_close(
+    try:
+        assert_values_close(
             got,
             expected,
-            rtol=tolerance_for(call.contract.rtol, call.hosts[0].dtype),
-            atol=tolerance_for(call.contract.atol, call.hosts[0].dtype),
+            rtol=_tolerance(call, "rtol"),
+            atol=_tolerance(call, "atol"),
             alternatives=alternatives,
-        ),
-    )
+        )
+    except AssertionFailed as failed:
+        if not itself:
+            kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=failed.hint)
+        kit.fail(
+            failed.summary,
+            call,
+            expected=f"the function's own result on one device (oracle=ITSELF): {failed.expected}",
+            got=failed.got,
+            hint="this mesh gives another result than one device does: "
+            + (
+                failed.hint
+                or "look at what the shards compute apart (a collective missing or over the wrong "
+                "axis, a shard's share of the input)"
+            ),
+        )
 
 
 def judge_layout(kit: Kit, call: Call, result: Any) -> None:
@@ -135,7 +201,7 @@ def fn_values(kit: Kit, _: None) -> int:
 def fn_dtype(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
         _, result = kit.result(call)
-        want = expected_dtypes(call, expected_of(call))
+        want = expected_dtypes(call, result if is_itself(call.contract.oracle) else expected_of(call))
         got_leaves = jax.tree_util.tree_leaves(result)
         want_leaves = jax.tree_util.tree_leaves(want)
         for k, (got, dtype) in enumerate(zip(got_leaves, want_leaves, strict=False)):

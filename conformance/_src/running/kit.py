@@ -117,6 +117,7 @@ class Kit:
         None  # the history being judged (Cases, or a declared one's steps), for messages
     )
     called: list[Any] | None = None  # a declared history's steps called so far: the rerun line's --case
+    references: dict[Any, Any] = field(default_factory=dict)  # oracle=ITSELF: results on one device
     _fresh_started: dict[str, Any] = field(default_factory=dict)  # fresh.start: job as JSON -> process
     _raised: weakref.WeakSet[BaseException] = field(default_factory=weakref.WeakSet)  # fail()'s, uncleared
 
