@@ -259,3 +259,22 @@ def test_value_controls_per_dtype() -> None:
     floats_within()
     with pytest.raises(ContractError, match=r"values"):
         Argument("x", rank=1, dtypes=("int32",), layouts=(P("data"),), values=by_dtype(int32=5))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.data())
+def test_the_planned_moves_raise_between_calls_on_a_mesh_that_can(data: st.DataObject) -> None:
+    """A contract whose first layout splits over one of two axes: the planned history's call that
+    must raise comes on a mesh that splits that axis (a drawn one may leave it of size 1)."""
+    from conformance._src.declared import history
+
+    contract = Contract(
+        name="rows",
+        arguments=[Argument("x", rank=2, dtypes=("float32",), layouts=(P("batch", None),))],
+        mesh_axes=("model", "batch"),
+        out=P("batch", None),
+        oracle=lambda x: x,
+        raises=ValueError,
+    )
+    steps = data.draw(history.moves(contract))
+    assert any(step.raises for step in steps), [s.describe() for s in steps]

@@ -331,6 +331,49 @@ def test_a_tolerance_may_be_a_function_of_the_inputs(name: str, status: int, tmp
     assert bool(re.search(r"^\[fn\.values\] ", done.stdout, re.M)) == (status == 1), done.stdout[-3000:]
 
 
+FLAKY_MODULE = """
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+ROWS = P("data", None)
+CALLS = [0]
+
+
+def fifth_call_wrong(x, *, mesh):
+    \"\"\"Right but on the process's fifth call: its replay passes (the state changed).\"\"\"
+    CALLS[0] += 1
+    rows = NamedSharding(mesh, ROWS)
+    shift = 1.0 if CALLS[0] == 5 else 0.0
+    return jax.jit(lambda v: v + shift, in_shardings=rows, out_shardings=rows)(jax.device_put(x, rows))
+
+
+CONTRACT = Contract(
+    name="identity",
+    arguments=[Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,))],
+    out=ROWS,
+    oracle=lambda x: x,
+)
+"""
+
+
+def test_a_failure_whose_replay_passes_is_one_block(tmp_path: Path) -> None:
+    """The function's state changed between the failing example and its replay (Hypothesis's
+    FlakyFailure): the failure stands, printed as the kit's block, not as Hypothesis's
+    exception group with the kit's frames."""
+    module = tmp_path / "flaky.py"
+    module.write_text(FLAKY_MODULE)
+    done = run_kit(
+        "--pyargs", "conformance", "--impl", f"{module}:fifth_call_wrong", "--contract", f"{module}:CONTRACT",
+        "--check", "fn.values", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert re.search(r"^\[fn\.values\] ", done.stdout, re.M), done.stdout[-3000:]
+    for said in ("FlakyFailure", "Failed to reproduce", "conformance/_src", "ExceptionGroup"):
+        assert said not in done.stdout, (said, done.stdout[-6000:])
+
+
 @pytest.mark.parametrize("traceback", ["auto", "no"])
 def test_each_failure_block_is_printed_once(traceback: str, tmp_path: Path) -> None:
     """pytest's FAILURES section prints the block; the kit's summary below it does not print it

@@ -37,6 +37,21 @@ class CheckFailure(AssertionError):
     """The implementation broke the contract; the message is for its author."""
 
 
+def failure_in(group: BaseExceptionGroup[Any]) -> CheckFailure | None:
+    """The first check failure inside Hypothesis's exception group (a ``FlakyFailure``: the failing
+    example passed when replayed, because the function's state left by the examples before it
+    changed the outcome).  The failure stands: its block says what came, and its rerun line
+    replays it in a fresh process where a token can say it."""
+    found = group.subgroup(lambda e: isinstance(e, CheckFailure))
+    if found is None:
+        return None
+    first: BaseException = found
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, CheckFailure)
+    return first
+
+
 class KitError(Exception):
     """The kit itself could not judge the check (a process of its own failed): the check's status
     is "kit error", never a claim about the implementation."""

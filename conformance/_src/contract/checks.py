@@ -25,7 +25,7 @@ from jax.sharding import Mesh
 from conformance._src import internals, selftest
 from conformance._src.calling import calls
 from conformance._src.contract import domains, jax_bugs, oracle
-from conformance._src.contract.catalogue import CHECKS, CheckFailure, Inconclusive, Refused, check
+from conformance._src.contract.catalogue import CHECKS, Inconclusive, Refused, check, failure_in
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import pjit_double
 from conformance._src.declared.terms import (
@@ -1207,12 +1207,9 @@ def state_histories(kit: Any, token: str | None) -> None:
             # Hypothesis calls a failure flaky when its replay passes: the implementation's state
             # left by the histories before it changed the outcome.  The failure stands; its rerun
             # replays the history in a fresh process.
-            found = group.subgroup(lambda e: isinstance(e, CheckFailure))
-            if found is None:
+            first = failure_in(group)
+            if first is None:
                 raise
-            first: BaseException = found
-            while isinstance(first, BaseExceptionGroup):
-                first = first.exceptions[0]
             raise first from None
     finally:
         kit.history = None

@@ -143,4 +143,8 @@ def hint_for_raised_call(call: Call, error: BaseException) -> str:
             f"allows must be accepted; jax.device_put({name}, NamedSharding(mesh, layout)) moves it "
             f"before the jitted call"
         )
-    return f"every input of the contract's domain must give a result ({call.contract.name})"
+    return (
+        f"every input of the contract's domain must give a result ({call.contract.name}); where the "
+        "call passes when rerun alone, state that earlier calls left made it raise (a cache of meshes "
+        "or jitted functions keyed on too little hands it another mesh's: see fn.histories)"
+    )

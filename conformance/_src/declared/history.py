@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -419,6 +420,8 @@ def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
     """A result passed back (where one can be: the judge skips the step where none is), a call
     that raises between two calls of one key, the clocks 10 minutes ahead between two calls."""
     mesh = draw(mesh_strategy(contract, "contract-axes"))
+    if not can_raise(contract, mesh):  # where the contract has an error, a mesh that can bring it
+        mesh = _raising_mesh(contract) or mesh
     form = draw(forms(contract, [mesh]))
     first = draw(calls_of(contract, mesh, form))
     made = [Step(first)]
@@ -461,6 +464,16 @@ def first_calls(draw: st.DrawFn, contract: Contract) -> list[list[Step]]:
     if context.set_mesh_available():
         found.append([Step(draw(calls_of(contract, a, form)), under=("set_mesh",)), *plain])
     return found
+
+
+def _raising_mesh(contract: Contract) -> Mesh | None:
+    """A mesh of every device whose first layout splits the first argument most, where a shape it
+    does not divide can be given (``can_raise``); None where none can."""
+    ids = [int(d.id) for d in jax.devices()]
+    found = [make_mesh(ids, shape, names) for shape, names in arrangements(contract, len(ids))]
+    rank = contract.first.rank or 1
+    raising = [m for m in found if can_raise(contract, m)]
+    return max(raising, key=lambda m: math.prod(split(contract.first.layouts[0], m, rank)), default=None)
 
 
 PLANNED: dict[str, Callable[[Contract], st.SearchStrategy[list[Step]]]] = {

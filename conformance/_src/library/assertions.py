@@ -950,9 +950,11 @@ def _jit_hint(
     text = "; ".join(found) or "its shardings differ from those asked"
     if any(f.startswith("the jit was given no") for f in found):
         return (
-            f"{text}: pass them to jax.jit itself (jax.jit(f, in_shardings=..., out_shardings=...)); "
-            "without them the layout comes from the inputs (a jax.device_put before the jit places the "
-            "data but does not compile the computation with the shardings)"
+            f"{text} -- or no jax.jit of yours made it: an op run outside jax.jit (eager jnp, "
+            "jax.device_put) runs as a jit of its own, given no shardings: pass them to jax.jit "
+            "itself (jax.jit(f, in_shardings=..., out_shardings=...)); without them the layout comes "
+            "from the inputs (a jax.device_put before the jit places the data but does not compile "
+            "the computation with the shardings)"
         )
     if "in another order" in text:
         return (
