@@ -7,7 +7,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
@@ -278,3 +278,23 @@ def test_the_planned_moves_raise_between_calls_on_a_mesh_that_can(data: st.DataO
     )
     steps = data.draw(history.moves(contract))
     assert any(step.raises for step in steps), [s.describe() for s in steps]
+
+
+def test_a_short_max_side_leaves_every_planned_history_drawable() -> None:
+    """max_side=2 on 8 devices: the planned histories keep to meshes that split a side into 2
+    parts at most (a stale history over longer splits would be undrawable, a failure of the kit)."""
+    import dataclasses
+
+    from conformance._src.declared import history
+
+    contract = dataclasses.replace(_contract(), max_side=2, raises=ValueError)
+
+    for plan in (history.stale, history.moves, history.depth):
+
+        @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))  # as the kit
+        @given(plan(contract))
+        def drawn(steps: list[history.Step]) -> None:
+            for step in steps:
+                assert max(step.call.hosts[0].shape) <= 2, step.describe()
+
+        drawn()

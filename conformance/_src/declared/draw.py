@@ -206,19 +206,27 @@ def fits(contract: Contract, form: Form, mesh: Mesh) -> bool:
     return True
 
 
+def _split_sides(contract: Contract, mesh_list: list[Mesh]) -> list[int]:
+    """What the layouts split each side drawn on its own into, on every mesh of ``mesh_list``."""
+    return [
+        m
+        for arg in contract.arguments
+        if arg.shape is None or arg is contract.first
+        for m in _multiples(contract, arg, mesh_list, arg.rank or 1)
+    ]
+
+
+def within_sides(contract: Contract, mesh: Mesh) -> bool:
+    """Can one form be called on ``mesh`` with every side within ``max_side``?"""
+    return max(_split_sides(contract, [mesh])) <= contract.max_side
+
+
 def _within(contract: Contract, mesh_list: list[Mesh]) -> list[Mesh]:
     """The meshes of ``mesh_list`` one form can be called on, in order, with every side that
     every one of them splits still within ``max_side`` (the first always)."""
     kept: list[Mesh] = []
     for mesh in mesh_list:
-        trial = [*kept, mesh]
-        sides = [
-            m
-            for arg in contract.arguments
-            if arg.shape is None or arg is contract.first
-            for m in _multiples(contract, arg, trial, arg.rank or 1)
-        ]
-        if not kept or max(sides) <= contract.max_side:
+        if not kept or max(_split_sides(contract, [*kept, mesh])) <= contract.max_side:
             kept.append(mesh)
     return kept
 
@@ -253,7 +261,7 @@ def forms(
         d = draw(st.sampled_from(split_sides))
         parts = split(first.layouts[0], mesh_list[0], rank)[d]
         sides = list(first_shape)
-        sides[d] = parts * draw(st.integers(0, 2)) + draw(st.integers(1, parts - 1))
+        sides[d] = draw(st.sampled_from([v for v in range(1, contract.max_side + 1) if v % parts]))
         first_shape = tuple(sides)
     shapes = [first_shape]
     for arg in contract.arguments[1:]:

@@ -59,6 +59,7 @@ from conformance._src.declared.draw import (
     forms,
     mesh_strategy,
     split,
+    within_sides,
 )
 from conformance._src.library.show import make_mesh
 
@@ -351,15 +352,18 @@ def stale(draw: st.DrawFn, contract: Contract) -> list[Step]:
     and names over other devices (one process, 4 or more devices), then A and the second again."""
     every = [int(d.id) for d in jax.devices()]
     ids = _base_ids(every)
-    shape, names = max(
-        ((s, n) for s, n in arrangements(contract, len(ids)) if n == tuple(contract.mesh_axes)),
-        key=lambda sn: sn[0][0],
-    )  # the first axis of the contract as long as it goes
-    a = make_mesh(ids, shape, names)
+    fitting = [
+        make_mesh(ids, s, n)
+        for s, n in arrangements(contract, len(ids))
+        if n == tuple(contract.mesh_axes) and within_sides(contract, make_mesh(ids, s, n))
+    ]
+    if not fitting:  # max_side is shorter than any split of these devices: no stale history here
+        return []
+    a = max(fitting, key=lambda m: m.devices.shape[0])  # the first axis of the contract as long as it goes
     meshes = [a, move(contract, "permuted", a, draw), _arranged(contract, ids, draw, a)]
     if len(ids) < len(every):
         rest = [i for i in every if i not in ids]
-        meshes.append(make_mesh(rest[: len(ids)], shape, names))
+        meshes.append(make_mesh(rest[: len(ids)], tuple(a.devices.shape), tuple(a.axis_names)))
     form = draw(forms(contract, meshes))
     meshes = [mesh for mesh in meshes if fits(contract, form, mesh)]  # within max_side
     made = [draw(calls_of(contract, mesh, form)) for mesh in meshes]
@@ -472,7 +476,7 @@ def _raising_mesh(contract: Contract) -> Mesh | None:
     ids = [int(d.id) for d in jax.devices()]
     found = [make_mesh(ids, shape, names) for shape, names in arrangements(contract, len(ids))]
     rank = contract.first.rank or 1
-    raising = [m for m in found if can_raise(contract, m)]
+    raising = [m for m in found if can_raise(contract, m) and within_sides(contract, m)]
     return max(raising, key=lambda m: math.prod(split(contract.first.layouts[0], m, rank)), default=None)
 
 
