@@ -238,8 +238,11 @@ def test_the_search_reaches_many_meshes_keys_and_deep_revisits() -> None:
 
     seen, judge = _judge_with(pjit_double)
     reach = history.HistoryReach()
-    # 20 histories: the moves besides calls (pass-back, raise-between, time) share the search
-    history.search(judge, reach, contract=named("full"), options={**FAST, "max_examples": 20})  # type: ignore[arg-type]
+    # 20 histories: the moves besides calls (pass-back, raise-between, time) share the search.
+    # Derandomized: unseeded, the most meshes in one history ranged 6-8 over runs, and a bound a
+    # run may miss by chance is a flaky test (a fresh clone's run got 7).
+    options = {**FAST, "max_examples": 20, "derandomize": True}
+    history.search(judge, reach, contract=named("full"), options=options)  # type: ignore[arg-type]
     assert reach.histories >= 6 and reach.steps >= 60
     assert reach.most_meshes >= 8 and reach.most_keys >= 6 and reach.deep_revisits >= 1
     assert set(reach.moves) >= set(history.MESH_MOVES) - {"again"}
