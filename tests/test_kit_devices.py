@@ -190,10 +190,10 @@ def test_devices_0_is_a_usage_error(bg_run) -> None:
 def test_a_backend_that_cannot_start_is_one_line_with_a_hint(
     monkeypatch: pytest.MonkeyPatch, platforms: str, error: Exception, expected: str
 ) -> None:
-    from conformance._src.calling.devices import _backend_failure
+    from conformance._src.calling.devices import backend_failure
 
     monkeypatch.setenv("JAX_PLATFORMS", platforms)
-    assert _backend_failure(error) == expected
+    assert backend_failure(error) == expected
 
 
 # ---------------------------------------------------------------------------

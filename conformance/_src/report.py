@@ -168,6 +168,7 @@ def to_json(report: Report) -> dict[str, Any]:
                 "tiers": dict(r.tiers),
                 "arrived": dict(r.arrived),
                 "left_out": list(r.left_out),
+                "where": dict(r.where),
             }
             for r in every
         ],
@@ -264,7 +265,29 @@ def markdown(report: Report, *, blocks: bool = True) -> str:
         counts = f"{r.examples} | {r.reused} | {r.calls} | {r.compiles}"
         lines.append(f"| `{r.id}` | {r.status.value} | {counts} | {r.seconds:.2f} s |")
     failures = failure_blocks(report) if blocks else []
-    return "\n".join(lines + ["", *failures, *coverage_table(report)]) + "\n"
+    return "\n".join(lines + ["", *where_table(report), *failures, *coverage_table(report)]) + "\n"
+
+
+def where_table(report: Report) -> list[str]:
+    """Markdown: in an accelerator run (session/chip.py), each check's status on the forced CPU
+    devices and on the chips; nothing in other runs."""
+    chips = next((r for r in report.ordered() if r.where), None)
+    if chips is None:
+        return []
+    lines = [
+        f"Where each check ran: forced CPU devices ({report.devices}, this run) and the chips "
+        f"(`platform.chips`, its own process):",
+        "",
+        "| check | forced CPU | chips |",
+        "|---|---|---|",
+    ]
+    here = {r.id: r for r in report.ordered()}
+    for check_id in dict.fromkeys([*here, *chips.where]):
+        cpu = here[check_id].status.value if check_id in here else "-"
+        if check_id == chips.id:
+            cpu = "waited for the chips' part"
+        lines.append(f"| `{check_id}` | {cpu} | {chips.where.get(check_id, '-')} |")
+    return [*lines, ""]
 
 
 def failure_blocks(report: Report) -> list[str]:

@@ -35,13 +35,15 @@ def backend_started() -> bool:
 
 
 def ensure_host_devices(
-    count: int, *, local: bool = False, option: str | None = "--devices"
+    count: int, *, local: bool = False, option: str | None = "--devices", cpu: int | None = None
 ) -> list[jax.Device]:
     """Return exactly ``count`` devices, making them if the backend is not up yet.
 
     ``local=True`` (multi-process runs) counts this process's devices only.  ``option`` is how
     the caller asked for the count (the kit's ``--devices``, a user's ``--host-devices``), which
     the messages tell them to change; ``None``: a call of ``ensure_host_devices`` itself.
+    ``cpu``: an accelerator run's chips' part (session/chip.py), whose ``count`` devices are the
+    accelerator's, with ``cpu`` forced CPU devices beside them (``jax.devices("cpu")``).
     """
     import jax  # here, not at import: a dormant plug-in must not cost a run JAX's import
 
@@ -55,11 +57,15 @@ def ensure_host_devices(
             # The kit tests sharding on forced *host* devices; an accelerator
             # would bring its own, different device count.
             jax.config.update("jax_platforms", "cpu")
-        jax.config.update("jax_num_cpu_devices", count)
+        jax.config.update("jax_num_cpu_devices", count if cpu is None else cpu)
     try:
         devices = jax.local_devices() if local else jax.devices()
     except Exception as exc:  # noqa: BLE001 -- RuntimeError, or a bare AssertionError for a missing GPU
-        raise DeviceSetupError(_backend_failure(exc)) from None
+        raise DeviceSetupError(backend_failure(exc)) from None
+    if cpu is not None and len(jax.devices("cpu")) != cpu:
+        raise DeviceSetupError(
+            f"the chips' part needs {cpu} CPU devices beside them, got {len(jax.devices('cpu'))}"
+        )
     if len(devices) != count and _platforms() not in ("", "cpu"):
         raise DeviceSetupError(
             f"JAX_PLATFORMS={_platforms()} gives {len(devices)} {devices[0].platform} device(s), "
@@ -81,7 +87,7 @@ def _platforms() -> str:
     return os.environ.get("JAX_PLATFORMS", "").strip()
 
 
-def _backend_failure(exc: BaseException) -> str:
+def backend_failure(exc: BaseException) -> str:
     """One line: the backend did not start, JAX's reason, and what to do."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     reason = lines[0] if lines else f"{type(exc).__name__} (no device of that platform was found)"

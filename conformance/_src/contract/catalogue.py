@@ -83,8 +83,14 @@ class Check:
     history: bool = False  # searches histories of calls itself (history.py); --case is a history token
     declared: bool = False  # a check of declared contracts (conformance.contracts), run by their engine
     needs_raises: bool = False  # judges the error the contract ``raises`` (none: not applicable)
+    # Which run has it (options.run_part): "" every run; "accelerator": the forced-CPU process of
+    # an accelerator run (it waits for the chips' part); "chip": that part, chips and CPU devices
+    # in one process.  Such a check is written over any contract.
+    part: str = ""
 
     def devices_needed(self, contract: Contract) -> int:
+        if self.part:  # judged on whatever devices the part has
+            return 1
         if self.declared:  # a check over any declaration judges a sharded function
             return max(2, self.min_devices)
         return self.min_devices if contract.takes_mesh else 1
@@ -94,7 +100,7 @@ class Check:
         checks, or those written over any declaration), a mesh given, an error."""
         one_vector = contract.one_vector() is None
         return (
-            one_vector != self.declared
+            (bool(self.part) or one_vector != self.declared)
             and (contract.takes_mesh or not self.needs_mesh)
             and (contract.raises is not None or not self.needs_raises)
         )
@@ -127,6 +133,7 @@ def check(
     history: bool = False,
     declared: bool = False,
     needs_raises: bool = False,
+    part: str = "",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``body`` under ``id`` (in definition order: gates come first)."""
     if min_devices > 1 and gate:
@@ -148,6 +155,7 @@ def check(
             history,
             declared,
             needs_raises,
+            part,
         )
         return body
 
@@ -177,16 +185,17 @@ def needs_devices(check_id: str, contract: Contract) -> None:
         pytest.skip(reason)
 
 
-def ids_for(declared: bool) -> list[str]:
-    """The checks of a run: ``pjit_double``'s (seed and full), or those of a declared contract."""
-    return [c.id for c in CHECKS.values() if c.declared == declared]
+def ids_for(declared: bool, part: str = "") -> list[str]:
+    """The checks of a run: ``pjit_double``'s (seed and full), or those of a declared contract;
+    with the ``part`` of an accelerator run's (options.run_part) its own check."""
+    return [c.id for c in CHECKS.values() if (c.part == part if c.part else c.declared == declared)]
 
 
-def run_order(declared: bool) -> list[str]:
+def run_order(declared: bool, part: str = "") -> list[str]:
     """``ids_for`` in the order they run: a declared contract's history checks first, while the
     function's caches hold nothing the kit's other checks left there, so that a failing history
     replayed in a fresh process (``--case``) starts from the state it started from."""
-    ids = ids_for(declared)
+    ids = ids_for(declared, part)
     return sorted(ids, key=lambda i: not (declared and CHECKS[i].history))
 
 

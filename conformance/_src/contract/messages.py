@@ -71,9 +71,11 @@ def rerun_command(
     token: str | None,
     *,
     seed: int | None = None,
+    chips: tuple[str, int] | None = None,
 ) -> str:
     """The command that reruns one check, on exactly one input or history where ``token`` names
-    it, its search seeded with ``seed`` where given."""
+    it, its search seeded with ``seed`` where given; ``chips``: in an accelerator run's chips'
+    part (session/chip.py), its ``JAX_PLATFORMS`` and forced CPU devices, that part alone."""
     args = [
         "python",
         "-m",
@@ -95,6 +97,9 @@ def rerun_command(
         args.append(f"--hypothesis-seed={seed}")
     if token is not None:
         args += ["--case", token]
+    if chips is not None:
+        args[5:5] = ["-n", "0", "--chip-part", str(chips[1])]
+        return f"JAX_PLATFORMS={shlex.quote(chips[0])} {shlex.join(args)}"
     return shlex.join(args)
 
 

@@ -158,10 +158,29 @@ def tolerance_for(value: Any, dtype: np.dtype, hosts: Sequence[np.ndarray] = ())
 
 def values_for(arg: Argument, dtype: str) -> Mapping[str, Any]:
     """The value controls ``arg`` is drawn with in ``dtype``: ``by_dtype``'s entry for it (the
-    defaults where it has none), or the one set of controls for every dtype."""
+    defaults where it has none), or the one set of controls for every dtype, of which an integer
+    dtype takes those it has (not NaN, infinities or subnormals)."""
     if isinstance(arg.values, ByDtype):
-        return arg.values.get(np.dtype(dtype).name, DEFAULT_VALUES)
+        found = arg.values.get(np.dtype(dtype).name, None)
+        return default_values(dtype) if found is None else found
+    if arg.values == DEFAULT_VALUES:
+        return default_values(dtype)
+    if np.dtype(dtype).kind in "biu":
+        return {k: v for k, v in arg.values.items() if k not in _FLOAT_ONLY}
     return arg.values
+
+
+_FLOAT_ONLY = ("allow_nan", "allow_infinity", "allow_subnormal")
+
+
+def default_values(dtype: str) -> Mapping[str, Any]:
+    """``DEFAULT_VALUES`` as far as ``dtype`` has them: from 0 for unsigned integers, none for bool."""
+    kind = np.dtype(dtype).kind
+    if kind == "u":
+        return {**DEFAULT_VALUES, "min_value": 0}
+    if kind == "b":
+        return {}
+    return DEFAULT_VALUES
 
 
 @dataclass(frozen=True)

@@ -352,7 +352,7 @@ def mesh_strategy(contract: Contract, kind: str | None = None) -> st.SearchStrat
     process takes part in every call), in any order and factorisation."""
     axes, every = contract.mesh_axes, len(jax.devices())
     least = every if jax.process_count() > 1 else 1
-    if kind == "one-device" and least == 1:
+    if (kind == "one-device" and least == 1) or every == 1:  # one device: all there is (one chip)
         return meshes(with_axes=axes, max_size=1)
     if kind == "contract-axes" and every >= 2:
         return meshes(axis_names=axes, min_size=max(least, 2))

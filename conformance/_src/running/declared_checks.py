@@ -134,7 +134,7 @@ def _has_subnormals(call: Call) -> bool:
     return any(not np.array_equal(values.bits(flush_subnormals(h)), values.bits(h)) for h in call.hosts)
 
 
-def _tolerance(call: Call, name: str) -> Any:
+def tolerance_of(call: Call, name: str) -> Any:
     """The contract's ``rtol`` or ``atol`` for this call's values; a function of them that gives no
     tolerance is the contract's fault, not the function's (a kit error naming it)."""
     try:
@@ -158,8 +158,8 @@ def judge_values(kit: Kit, call: Call, result: Any) -> None:
         assert_values_close(
             got,
             expected,
-            rtol=_tolerance(call, "rtol"),
-            atol=_tolerance(call, "atol"),
+            rtol=tolerance_of(call, "rtol"),
+            atol=tolerance_of(call, "atol"),
             alternatives=alternatives,
         )
     except AssertionFailed as failed:

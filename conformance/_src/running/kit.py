@@ -18,6 +18,7 @@ searches the contract's own draw (``search``, declared/draw.py).  ``Inconclusive
 from __future__ import annotations
 
 import atexit
+import os
 import time
 import traceback
 import weakref
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+import jax
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -103,6 +105,7 @@ class Kit:
     crashed_gates: dict[str, str] = field(default_factory=dict)  # gates whose process died earlier
     schedule: Schedule = field(default_factory=Schedule)  # the covering schedule's inputs (coverage.py)
     selected: frozenset[str] | None = None  # --check's IDs; None: every check
+    part: str = ""  # options.run_part: "chip" in an accelerator run's chips' part (session/chip.py)
     in_schedule: bool = False  # True while the schedule's inputs are judged
     running: str = ""  # the check whose test runs now (run_check); check_id: the one judging
     shared: dict[str, shared_pass.Finding] | None = None  # the shared pass's findings, per check
@@ -161,7 +164,13 @@ class Kit:
 
     def start_fresh(self, jobs: list[dict[str, Any]]) -> None:
         """Start these jobs' fresh processes now, to overlap what runs before ``judge_fresh``; none
-        outlives the run."""
+        outlives the run.  Not in a chips' part: one process may hold the chips, and the
+        forced-CPU part judges these histories."""
+        if jobs and self.part == "chip":
+            raise NotApplicable(
+                "its histories run in fresh processes, and one process may hold the chips: "
+                "the forced-CPU part of this run judges it"
+            )
         if jobs:
             fresh_processes.start(self, jobs, self._fresh_started)
             atexit.register(fresh_processes.stop, self._fresh_started)
@@ -171,6 +180,7 @@ class Kit:
         side by side, its job saying which (fresh.py): the first failure raised as the process said
         it; a process that ended without a verdict, a failure of its history."""
         declared = CHECKS[self.check_id].declared
+        self.start_fresh(jobs)  # a no-op for jobs started before; not applicable in a chips' part
         for steps, answer in zip(histories, self.in_fresh_processes(jobs), strict=True):
             if answer.failure is not None:
                 raise CheckFailure(answer.failure)
@@ -381,6 +391,9 @@ class Kit:
             self.check_id,
             token,
             seed=seed,
+            chips=(os.environ.get("JAX_PLATFORMS", ""), len(jax.devices("cpu")))
+            if self.part == "chip"
+            else None,
         )
 
     # -- running checks ------------------------------------------------------------
@@ -460,7 +473,7 @@ class Kit:
                     if self.gate_failure(gate.id) is not None:
                         self._skip(record, Status.NOT_RUN, f"not run: gate check {gate.id} failed")
                 self.check_id = check_id
-                if check.declared:  # written over any declaration: it searches the contract's draw
+                if check.declared or check.part:  # written over any declaration: it searches its draw
                     try:
                         record.examples = int(check.body(self, self.replay) or 0)
                     except NotApplicable as why:
@@ -488,6 +501,8 @@ class Kit:
         except CheckFailure as failure:
             record.status, record.message = Status.FAILED, str(failure).split("\n\nFalsifying", 1)[0]
             raise
+        except NotApplicable as why:  # raised under a check's own calls (a chips' part: Kit.start_fresh)
+            self._skip(record, Status.NOT_APPLICABLE, f"not applicable: {why}")
         except KitError as error:  # the kit's own fault: a kit error, not the implementation's
             record.status, record.message = Status.KIT_ERROR, str(error)
             raise pytest.fail.Exception(str(error), pytrace=False) from None

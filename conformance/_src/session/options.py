@@ -12,6 +12,7 @@ more devices than ``--devices`` gives is "not applicable" (catalogue.py).
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from pathlib import Path
@@ -101,6 +102,9 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group.addoption("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
     group.addoption("--process-id", type=int, default=None, metavar="I", help="with --distributed")
+    # The chips' part of an accelerator run (session/chip.py starts it): the checks on the chips,
+    # with N forced CPU devices beside them to compare with.  Not for users: the run starts it.
+    group.addoption("--chip-part", type=int, default=None, metavar="N", help=argparse.SUPPRESS)
     # For the user's own tests of sharded code (README, "Testing your own sharded functions").
     group.addoption(
         "--host-devices",
@@ -139,6 +143,7 @@ def list_checks(config: pytest.Config) -> int | None:
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.report import print_checks
     from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import platform_checks as _platform  # noqa: F401 -- an accelerator run's
 
     print_checks()
     return 0
@@ -154,11 +159,16 @@ def validate(config: pytest.Config) -> None:
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
     from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import platform_checks as _platform  # noqa: F401 -- an accelerator run's
 
     unknown = [c for c in config.getoption("--check") if c not in CHECKS]
     if unknown:
         raise pytest.UsageError(f"--check {unknown[0]}: no such check (pytest --list-checks prints them)")
-    other = [c for c in config.getoption("--check") if CHECKS[c].declared != declared_contract(config)]
+    other = [
+        c
+        for c in config.getoption("--check")
+        if not CHECKS[c].part and CHECKS[c].declared != declared_contract(config)
+    ]
     if other:
         kind = "a declared contract's" if CHECKS[other[0]].declared else "pjit_double's (seed, full)"
         raise pytest.UsageError(
@@ -221,6 +231,16 @@ def judged_contract(config: pytest.Config) -> Contract:
         found = named(value) if value in NAMES else load(value)
         config.stash[CONTRACT_KEY] = found
     return found
+
+
+def run_part(config: pytest.Config) -> str:
+    """Which part of a run this process's checks are (catalogue.Check.part): "chip" in an
+    accelerator run's chips' part, "accelerator" in its forced-CPU part, else ""."""
+    from conformance._src.session import chip
+
+    if config.getoption("--chip-part") is not None:
+        return "chip"
+    return "accelerator" if chip.folder() is not None else ""
 
 
 def declared_contract(config: pytest.Config) -> bool:

@@ -22,7 +22,7 @@ import pytest
 from conformance._src import internals
 from conformance._src.calling import devices, loader
 from conformance._src.session import scope
-from conformance._src.session.options import declared_contract, host_device_count
+from conformance._src.session.options import declared_contract, host_device_count, run_part
 from conformance._src.session.state import (
     KIT_KEY,
     PROBE_KEY,
@@ -86,6 +86,7 @@ def configure(config: pytest.Config) -> None:
     from conformance._src.contract import checks  # noqa: F401 -- registers the checks
     from conformance._src.contract.catalogue import CHECKS
     from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import platform_checks as _platform  # noqa: F401 -- an accelerator run's
     from conformance._src.session.options import read_xfail_file  # checked there first, before anything runs
 
     if config.getoption("--case") and len(config.getoption("--check")) != 1:
@@ -178,7 +179,7 @@ def _new_report(config: pytest.Config, spec: str, impl_version: str | None, coun
         profile=profile,
         seed=str(seed) if seed is not None else ("derandomized" if profile == "ci" or distributed else None),
         devices=count,
-        expected=ids_for(declared_contract(config)),
+        expected=ids_for(declared_contract(config), run_part(config)),
         xfails=dict(xfails),
         schedule_seed=schedule_seed(config),
     )
@@ -224,7 +225,7 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
                 f"conformance: --distributed: jax.distributed.initialize failed: {str(exc).splitlines()[0]}"
             ) from None
     try:
-        found = devices.ensure_host_devices(count, local=distributed)
+        found = devices.ensure_host_devices(count, local=distributed, cpu=config.getoption("--chip-part"))
     except devices.DeviceSetupError as exc:
         raise pytest.UsageError(f"conformance: {exc}") from None
     try:
@@ -262,9 +263,10 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         crashed_gates=supervise.crashed_gates(workerinput),
         schedule=Schedule(schedule_seed(config), contract),
         selected=frozenset(config.getoption("--check")) or None,
+        part=run_part(config),
     )
     config.stash[KIT_KEY] = kit
-    if cluster is None:
+    if cluster is None and kit.part != "chip":  # one process may hold the chips
         kit.start_fresh_processes()  # they run beside the checks before state.first-call
     if call_log is None and cluster is not None:
         from conformance._src.calling.distributed import state_dir

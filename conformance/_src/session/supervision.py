@@ -26,6 +26,50 @@ def leave_usage_summary(config: pytest.Config, error: pytest.UsageError) -> None
         write_usage_error(str(error), path)
 
 
+def _start_chips_part(config: pytest.Config) -> None:
+    """``JAX_PLATFORMS`` names an accelerator: an accelerator run (session/chip.py).  This run's
+    processes judge forced CPU devices; the chips' part starts now, beside them."""
+    import os
+
+    from conformance._src.session import chip
+
+    platform = chip.accelerator()
+    if (
+        platform is None
+        or chip.folder() is not None
+        or config.getoption("--chip-part") is not None
+        or config.getoption("--distributed")
+        or config.getoption("--list-checks")
+        or config.getoption("collectonly", False)
+        or config.getoption("--case") is not None
+        or (config.getoption("--check") and "platform.chips" not in config.getoption("--check"))
+    ):
+        return
+    found = chip.probe(platform)
+    if "error" in found:
+        raise pytest.UsageError(f"conformance: {found['error']}")
+    args = [
+        "--contract",
+        config.getoption("--contract"),
+        "--call-timeout",
+        str(config.getoption("--call-timeout")),
+    ]
+    if config.getoption("--impl") is not None:
+        args += ["--impl", config.getoption("--impl")]
+    for name, option in (
+        ("hypothesis_profile", "--hypothesis-profile"),
+        ("hypothesis_seed", "--hypothesis-seed"),
+    ):
+        value = config.getoption(name, None)
+        if value is not None:
+            args += [option, str(value)]
+    for check_id in config.getoption("--check"):
+        if check_id != "platform.chips":
+            args += ["--check", check_id]
+    where = chip.start(platform, int(found["count"]), args, str(config.invocation_params.dir))
+    os.environ.update({"JAX_PLATFORMS": "cpu", chip.FOLDER_ENV: str(where), chip.ACCELERATOR_ENV: platform})
+
+
 class SupervisionHooks:
     """Hooks that must run around or beside pytest-xdist's own (supervise.py says why)."""
 
@@ -39,6 +83,8 @@ class SupervisionHooks:
             except pytest.UsageError as error:
                 leave_usage_summary(config, error)
                 raise
+        if scope.targets_kit(config) and not hasattr(config, "workerinput"):
+            _start_chips_part(config)
         # Before pytest-xdist reads -n: a run of the suite gets one worker to watch,
         # unless it asked for workers itself, for none (-n 0), or runs as one
         # process of a multi-process job (--distributed: conformance.launch watches).
@@ -65,6 +111,7 @@ class SupervisionHooks:
             from conformance._src.contract import checks  # noqa: F401 -- registers the checks
             from conformance._src.contract.catalogue import CHECKS
             from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
+            from conformance._src.running import platform_checks as _platform  # noqa: F401 -- an accelerator run's
 
             # Every check may crash its worker once, and all of them still get a verdict.
             config.option.maxworkerrestart = str(2 * len(CHECKS))
