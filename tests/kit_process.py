@@ -25,7 +25,7 @@ SCRUBBED = (
     "JAX_NUM_CPU_DEVICES",
     "JAX_ENABLE_X64",
     "CONFORMANCE_IMPL",
-    "CONFORMANCE_CHIP_PART",  # an accelerator run's (session/chip.py)
+    "CONFORMANCE_CHIP_PART",  # an accelerator run's (calling/chips.py)
     "CONFORMANCE_ACCELERATOR",
     "PYTEST_ADDOPTS",
     "PYTEST_PLUGINS",

@@ -1,4 +1,4 @@
-"""An accelerator run (conformance/_src/session/chip.py): the chips' part and what the run says.
+"""An accelerator run (conformance/_src/calling/chips.py): the chips' part and what the run says.
 
 On a machine without an accelerator (CI) the chips' part runs with the CPU devices standing in
 for the chips (``--chip-part``), and the one-command run over a real TPU skips, saying why.
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from conformance._src.calling import chips as chip
 from conformance._src.report import Report, where_table
-from conformance._src.session import chip
 from conformance._src.verdict import CheckVerdict, Status
 from tests.kit_process import ROOT, child_env, run_kit_report, statuses, verdict
 

@@ -269,7 +269,7 @@ def markdown(report: Report, *, blocks: bool = True) -> str:
 
 
 def where_table(report: Report) -> list[str]:
-    """Markdown: in an accelerator run (session/chip.py), each check's status on the forced CPU
+    """Markdown: in an accelerator run (calling/chips.py), each check's status on the forced CPU
     devices and on the chips; nothing in other runs."""
     chips = next((r for r in report.ordered() if r.where), None)
     if chips is None:

@@ -114,7 +114,7 @@ class CheckVerdict:
     # the check or for some of its meshes, inconclusive, cells no input was judged in).  Any line
     # makes the run PARTIAL: exit 0 says the whole contract was judged.
     left_out: list[str] = field(default_factory=list)
-    # An accelerator run's platform.chips: each check's status in the chips' part (session/chip.py).
+    # An accelerator run's platform.chips: each check's status in the chips' part (calling/chips.py).
     where: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def ensure_host_devices(
     ``local=True`` (multi-process runs) counts this process's devices only.  ``option`` is how
     the caller asked for the count (the kit's ``--devices``, a user's ``--host-devices``), which
     the messages tell them to change; ``None``: a call of ``ensure_host_devices`` itself.
-    ``cpu``: an accelerator run's chips' part (session/chip.py), whose ``count`` devices are the
+    ``cpu``: an accelerator run's chips' part (calling/chips.py), whose ``count`` devices are the
     accelerator's, with ``cpu`` forced CPU devices beside them (``jax.devices("cpu")``).
     """
     import jax  # here, not at import: a dormant plug-in must not cost a run JAX's import

@@ -75,7 +75,7 @@ def rerun_command(
 ) -> str:
     """The command that reruns one check, on exactly one input or history where ``token`` names
     it, its search seeded with ``seed`` where given; ``chips``: in an accelerator run's chips'
-    part (session/chip.py), its ``JAX_PLATFORMS`` and forced CPU devices, that part alone."""
+    part (calling/chips.py), its ``JAX_PLATFORMS`` and forced CPU devices, that part alone."""
     args = [
         "python",
         "-m",

@@ -105,7 +105,7 @@ class Kit:
     crashed_gates: dict[str, str] = field(default_factory=dict)  # gates whose process died earlier
     schedule: Schedule = field(default_factory=Schedule)  # the covering schedule's inputs (coverage.py)
     selected: frozenset[str] | None = None  # --check's IDs; None: every check
-    part: str = ""  # options.run_part: "chip" in an accelerator run's chips' part (session/chip.py)
+    part: str = ""  # options.run_part: "chip" in an accelerator run's chips' part (calling/chips.py)
     in_schedule: bool = False  # True while the schedule's inputs are judged
     running: str = ""  # the check whose test runs now (run_check); check_id: the one judging
     shared: dict[str, shared_pass.Finding] | None = None  # the shared pass's findings, per check

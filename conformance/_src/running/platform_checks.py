@@ -1,4 +1,4 @@
-"""The checks of an accelerator run (session/chip.py), written over any contract.
+"""The checks of an accelerator run (calling/chips.py), written over any contract.
 
 ``platform.agrees`` runs in the chips' part, where the chips and forced CPU devices share one
 process: for inputs drawn from the contract, the result on the chips' mesh must equal the
@@ -16,6 +16,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
+from conformance._src.calling import chips as chip
 from conformance._src.calling.calls import finished
 from conformance._src.contract.catalogue import CheckFailure, KitError, check
 from conformance._src.contract.messages import one_line
@@ -25,7 +26,6 @@ from conformance._src.declared.draw import DEVICE, UNCOMMITTED, Call
 from conformance._src.library.assertions import AssertionFailed, assert_values_close
 from conformance._src.running.declared_checks import tolerance_of
 from conformance._src.running.kit import Kit
-from conformance._src.session import chip
 
 # A chips' part's checks whose verdict sinks the run, and those that only say it could not judge.
 _BROKEN = ("failed", "crashed")

@@ -102,7 +102,7 @@ def add_options(parser: pytest.Parser) -> None:
     )
     group.addoption("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
     group.addoption("--process-id", type=int, default=None, metavar="I", help="with --distributed")
-    # The chips' part of an accelerator run (session/chip.py starts it): the checks on the chips,
+    # The chips' part of an accelerator run (calling/chips.py starts it): the checks on the chips,
     # with N forced CPU devices beside them to compare with.  Not for users: the run starts it.
     group.addoption("--chip-part", type=int, default=None, metavar="N", help=argparse.SUPPRESS)
     # For the user's own tests of sharded code (README, "Testing your own sharded functions").
@@ -236,7 +236,7 @@ def judged_contract(config: pytest.Config) -> Contract:
 def run_part(config: pytest.Config) -> str:
     """Which part of a run this process's checks are (catalogue.Check.part): "chip" in an
     accelerator run's chips' part, "accelerator" in its forced-CPU part, else ""."""
-    from conformance._src.session import chip
+    from conformance._src.calling import chips as chip
 
     if config.getoption("--chip-part") is not None:
         return "chip"

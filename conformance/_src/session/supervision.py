@@ -27,11 +27,11 @@ def leave_usage_summary(config: pytest.Config, error: pytest.UsageError) -> None
 
 
 def _start_chips_part(config: pytest.Config) -> None:
-    """``JAX_PLATFORMS`` names an accelerator: an accelerator run (session/chip.py).  This run's
+    """``JAX_PLATFORMS`` names an accelerator: an accelerator run (calling/chips.py).  This run's
     processes judge forced CPU devices; the chips' part starts now, beside them."""
     import os
 
-    from conformance._src.session import chip
+    from conformance._src.calling import chips as chip
 
     platform = chip.accelerator()
     if (

@@ -60,7 +60,7 @@ def probe(platform: str) -> dict[str, Any]:
     env = {**os.environ, "JAX_PLATFORMS": platform}
     env.pop(FOLDER_ENV, None)
     done = subprocess.run(
-        [sys.executable, "-m", "conformance._src.session.chip", "probe"],
+        [sys.executable, "-m", "conformance._src.calling.chips", "probe"],
         env=env,
         capture_output=True,
         text=True,
@@ -84,7 +84,7 @@ def start(platform: str, chips: int, args: list[str], cwd: str) -> Path:
     command = [
         sys.executable,
         "-m",
-        "conformance._src.session.chip",
+        "conformance._src.calling.chips",
         "part",
         str(where),
         "--",
