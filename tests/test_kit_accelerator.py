@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +47,22 @@ def test_the_report_says_where_each_check_ran() -> None:
         )
         == []
     )
+
+
+def test_a_chips_part_past_its_deadline_is_ended_and_said(tmp_path: Path) -> None:
+    hung = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    (tmp_path / "pid").write_text(str(hung.pid))
+    part = chip.wait(tmp_path, deadline=0.5, poll=0.1)
+    assert part.returncode is None and part.verdict is None
+    assert hung.wait(timeout=10) != 0  # ended by the wait, not left behind
+
+
+def test_a_chips_part_that_ended_without_saying_so_is_not_waited_for(tmp_path: Path) -> None:
+    ended = subprocess.Popen(["true"])
+    (tmp_path / "pid").write_text(str(ended.pid))
+    part = chip.wait(tmp_path, deadline=60, poll=0.1)  # a zombie until reaped: not running
+    ended.wait()
+    assert part.returncode == -1 and part.verdict is None
 
 
 CHIPS_PART = ("-n", "0", "--devices", "2", "--chip-part", "2", "--check", "platform.agrees")

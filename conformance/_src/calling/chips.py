@@ -126,7 +126,7 @@ class Part:
     """What the chips' part concluded: its checks' statuses and messages, where it ran."""
 
     platform: str
-    returncode: int
+    returncode: int | None  # None: it ran past its deadline, and was ended
     output: str  # the end of its output
     checks: list[dict[str, Any]] = field(default_factory=list)  # its report's "checks"
     environment: dict[str, Any] = field(default_factory=dict)
@@ -139,15 +139,24 @@ class Part:
         return f"{count} {kind} chip(s) ({self.platform})"
 
 
-def wait(where: Path, *, poll: float = 0.5) -> Part:
-    """The chips' part's outcome, once it ended (its runner writes ``done.json`` last)."""
+def wait(where: Path, *, deadline: float, poll: float = 0.5) -> Part:
+    """The chips' part's outcome, once it ended (its runner writes ``done.json`` last); one still
+    running after ``deadline`` seconds is ended, and its ``returncode`` is None."""
     done = where / "done.json"
     pid = int((where / "pid").read_text()) if (where / "pid").exists() else None
+    end = time.monotonic() + deadline
     while not done.exists():
         if pid is not None and not _alive(pid):
             time.sleep(1.0)  # it may have written done.json as it ended
             if not done.exists():
                 return Part(platform_name(), -1, _tail(where), verdict=None)
+        if time.monotonic() > end:
+            if pid is not None:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            return Part(platform_name(), None, _tail(where), verdict=None)
         time.sleep(poll)
     ended = json.loads(done.read_text())
     part = Part(platform_name(), int(ended["returncode"]), _tail(where))
@@ -161,13 +170,18 @@ def wait(where: Path, *, poll: float = 0.5) -> Part:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: an ended child its parent has not reaped yet (a zombie) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def _tail(where: Path, lines: int = 40) -> str:

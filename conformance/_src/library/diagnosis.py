@@ -89,7 +89,8 @@ def _factor_text(factor: float, sizes: dict[str, int]) -> str:
         if size > 1 and math.isclose(factor, 1 / size, rel_tol=_SAME):
             return (
                 f"1/{size}, one over the size of mesh axis {name!r}: a pmean over {name!r} where a "
-                "psum belongs, or a mean taken over the devices as well"
+                "psum belongs, a divisor summed over {name!r} once too often, or a mean taken over "
+                "the devices as well"
             )
     return f"{factor:g}"
 

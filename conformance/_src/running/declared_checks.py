@@ -401,7 +401,8 @@ class _HistoryJudge:
                 got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
                 hint="keep each jitted function (keyed on everything it depends on, and nothing more): a "
                 "cache that evicts, drops entries after an error or after a while, a new jax.jit per "
-                "call, or a key of object ids recompiles",
+                "call, a key of object ids, or a shard_map called without a jax.jit around it "
+                "recompiles",
             )
         self._judge_held()
         self.done.append(step)
@@ -552,7 +553,8 @@ def fn_compile_once(kit: Kit, _: None) -> int:
                     expected="no compile: the same mesh, shapes, dtypes and placements were called before",
                     got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
                     hint="keep each jitted function (keyed on everything it depends on, and nothing "
-                    "more): a cache that evicts, a new jax.jit per call, or a key of object ids recompiles",
+                    "more): a cache that evicts, a new jax.jit per call, a key of object ids, or a "
+                    "shard_map called without a jax.jit around it recompiles",
                 )
             seen.add(key)
 

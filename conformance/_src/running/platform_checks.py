@@ -30,6 +30,7 @@ from conformance._src.running.kit import Kit
 # A chips' part's checks whose verdict sinks the run, and those that only say it could not judge.
 _BROKEN = ("failed", "crashed")
 _KIT = ("kit error",)
+DEADLINE_CALLS = 30  # platform.chips waits this many --call-timeouts for the chips' part
 
 
 @check(
@@ -122,9 +123,17 @@ def platform_chips(kit: Kit, _: None) -> int:
     where = chip.folder()
     if where is None:  # run_part said so: the environment carries it
         raise KitError("conformance: the chips' part of this accelerator run has no folder")
-    part = chip.wait(where)
+    # Its own calls each end at --call-timeout; the whole part, at this many of them.
+    deadline = DEADLINE_CALLS * kit.call_timeout
+    part = chip.wait(where, deadline=deadline)
     record = kit.records[kit.check_id]
     record.where = {c["id"]: _status_text(c) for c in part.checks}
+    if part.returncode is None:
+        raise CheckFailure(
+            f"[platform.chips] the chips' part on {part.platform} did not end within {deadline:g} s "
+            f"({DEADLINE_CALLS} x --call-timeout), and was ended: a call that hangs holding the GIL, "
+            f"or a run that long on the chips\n\nits output ended:\n{part.output}"
+        )
     if part.verdict is None:
         raise CheckFailure(
             f"[platform.chips] the chips' part on {part.platform} ended without a report (exit status "
