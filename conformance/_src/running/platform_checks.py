@@ -159,4 +159,5 @@ def _status_text(found: dict[str, Any]) -> str:
     if status == "passed":
         return status
     first = (str(found.get("message") or "").strip().splitlines() or [""])[0]
+    first = first.removeprefix(f"{status}: ")  # a skip's reason starts with its status
     return f"{status}: {first}" if first else status
