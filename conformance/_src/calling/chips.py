@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -76,8 +77,9 @@ def probe(platform: str) -> dict[str, Any]:
 
 def start(platform: str, chips: int, args: list[str], cwd: str) -> Path:
     """Start the chips' part: ``pytest`` with ``args`` (the run's own options) in a process that
-    holds the chips and ``DEFAULT_CPU`` forced CPU devices.  Returns its folder, where it writes
-    ``report.json``, ``output.txt`` and, when it ended, ``done.json``."""
+    holds the chips and as many forced CPU devices (``DEFAULT_CPU`` at least), for a CPU mesh like
+    each of theirs.  Returns its folder, where it writes ``report.json``, ``output.txt`` and, when
+    it ended, ``done.json``; the folder goes when the run ends."""
     where = Path(tempfile.mkdtemp(prefix="conformance-chips-"))
     env = {**os.environ, "JAX_PLATFORMS": f"{platform},cpu"}
     env.pop(FOLDER_ENV, None)
@@ -100,25 +102,27 @@ def start(platform: str, chips: int, args: list[str], cwd: str) -> Path:
         "--devices",
         str(chips),
         "--chip-part",
-        str(DEFAULT_CPU),
+        str(max(DEFAULT_CPU, chips)),
         "--conformance-report",
         str(where / "report.json"),
         *args,
     ]
     process = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
     (where / "pid").write_text(str(process.pid))
-    atexit.register(_stop, process)
+    atexit.register(_stop, process, where)
     return where
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """At the run's end: a chips' part still running (the run was interrupted) goes too."""
+def _stop(process: subprocess.Popen[bytes], where: Path) -> None:
+    """At the run's end: a chips' part still running (the run was interrupted) goes too, and so
+    does its folder."""
     if process.poll() is None:
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except OSError:
             pass
         process.wait()
+    shutil.rmtree(where, ignore_errors=True)
 
 
 @dataclass
