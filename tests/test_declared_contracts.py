@@ -318,15 +318,20 @@ WIDE, NARROW = _contract(0.002), _contract(0.0005)
 """
 
 
+def _values_run(module: Path, function: str, contract: str = "CONTRACT", *more: str) -> Any:
+    """``fn.values`` alone, seeded, on ``module``'s ``function`` under its ``contract``."""
+    return run_kit(
+        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:{contract}",
+        "--check", "fn.values", "--hypothesis-seed=0", *more,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("name, status", [("WIDE", 0), ("NARROW", 1)])
 def test_a_tolerance_may_be_a_function_of_the_inputs(name: str, status: int, tmp_path: Path) -> None:
     """atol=lambda x: ...: each call's bound comes from its own values, element by element."""
     module = tmp_path / "tolerances.py"
     module.write_text(TOLERANCE_MODULE)
-    done = run_kit(
-        "--pyargs", "conformance", "--impl", f"{module}:scaled", "--contract", f"{module}:{name}",
-        "--check", "fn.values", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done = _values_run(module, "scaled", name)
     assert done.returncode == (2 if status == 0 else 1), done.stdout[-3000:] + done.stderr[-2000:]
     assert bool(re.search(r"^\[fn\.values\] ", done.stdout, re.M)) == (status == 1), done.stdout[-3000:]
 
@@ -364,10 +369,7 @@ def test_a_failure_whose_replay_passes_is_one_block(tmp_path: Path) -> None:
     exception group with the kit's frames."""
     module = tmp_path / "flaky.py"
     module.write_text(FLAKY_MODULE)
-    done = run_kit(
-        "--pyargs", "conformance", "--impl", f"{module}:fifth_call_wrong", "--contract", f"{module}:CONTRACT",
-        "--check", "fn.values", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done = _values_run(module, "fifth_call_wrong")
     assert done.returncode == 1, done.stdout[-3000:]
     assert re.search(r"^\[fn\.values\] ", done.stdout, re.M), done.stdout[-3000:]
     for said in ("FlakyFailure", "Failed to reproduce", "conformance/_src", "ExceptionGroup"):
@@ -379,10 +381,7 @@ def test_each_failure_block_is_printed_once(traceback: str, tmp_path: Path) -> N
     """pytest's FAILURES section prints the block; the kit's summary below it does not print it
     again (with --tb=no, where pytest prints none, the summary does); the Markdown report has it."""
     path, md = EXAMPLES / "softmax.py", tmp_path / "report.md"
-    done = run_kit(
-        "--pyargs", "conformance", "--impl", f"{path}:no_max_shift", "--contract", f"{path}:CONTRACT",
-        "--check", "fn.values", "--hypothesis-seed=0", f"--tb={traceback}", f"--conformance-report={md}",
-    )  # fmt: skip
+    done = _values_run(path, "no_max_shift", "CONTRACT", f"--tb={traceback}", f"--conformance-report={md}")
     assert done.returncode == 1, done.stdout[-3000:]
     assert len(re.findall(r"^\[fn\.values\] ", done.stdout, re.M)) == 1, done.stdout[-6000:]
     assert done.stdout.count("  rerun:    ") == 1, done.stdout[-6000:]
