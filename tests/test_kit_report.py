@@ -128,10 +128,19 @@ def test_list_checks_prints_every_id_with_its_contracts() -> None:
     assert done.returncode == 0
     lines = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
     from conformance._src.running import declared_checks as _declared  # noqa: F401 -- and the declared ones
+    from conformance._src.running import platform_checks as _platform  # noqa: F401 -- and the accelerator's
 
     for check_id, check in CHECKS.items():
         assert check_id in lines
-        kind = "declared" if check.declared else "seed+full" if not check.needs_mesh else "full only"
+        kind = (
+            "accel run"
+            if check.part
+            else "declared"
+            if check.declared
+            else "seed+full"
+            if not check.needs_mesh
+            else "full only"
+        )
         assert kind in lines[check_id]
     assert "fn.histories" in lines
 
