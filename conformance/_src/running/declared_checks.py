@@ -19,6 +19,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from conformance._src import selftest
 from conformance._src.calling import calls as calling
+from conformance._src.calling.calls import Outcome
 from conformance._src.contract.catalogue import KitError, NotApplicable, check
 from conformance._src.contract.checks import judge_global_state
 from conformance._src.contract.messages import one_line
@@ -307,6 +308,25 @@ def fn_raises(kit: Kit, _: None) -> int:
     return kit.search(partial(draw.raising_calls, contract), body, share=0.5, by_placement=False)
 
 
+def judge_compiles_nothing(kit: Kit, call: Call, outcome: Outcome, between: list[str]) -> None:
+    """A call like an earlier one (the same key) compiled nothing; ``between``: what came between
+    the two calls ("other keys", "a call that raised", "time passed"), for the failure's text.
+    The one judgement of ``fn.compile-once`` and ``fn.histories``."""
+    if not outcome.compiles:
+        return
+    since = f" (since its last call: {', '.join(dict.fromkeys(between))})" if between else ""
+    kit.fail(
+        "a call like an earlier one of this history compiled again",
+        call,
+        expected=f"no compile: the same mesh, shapes, dtypes and placements were called before{since}",
+        got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
+        hint="keep each jitted function (keyed on everything it depends on, and nothing more): a "
+        "cache that evicts, drops entries after an error or after a while, a new jax.jit per "
+        "call, a key of object ids, or a shard_map called without a jax.jit around it "
+        "recompiles",
+    )
+
+
 class _HistoryJudge:
     """Calls a history's steps in order and judges each (``fn.histories``): the result's values,
     dtype and layout, the arguments intact, every result the caller still holds intact, the
@@ -390,20 +410,8 @@ class _HistoryJudge:
             kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
         judge_intact(kit, call, arguments)
         key = (call.key(), step.under)  # a context is part of jax.jit's own key
-        if key in self.lru and outcome.compiles:
-            between = self.came_between.get(key) or []
-            since = f" (since its last call: {', '.join(dict.fromkeys(between))})" if between else ""
-            kit.fail(
-                "a call like an earlier one of this history compiled again",
-                call,
-                expected="no compile: the same mesh, shapes, dtypes and placements were called "
-                f"before{since}",
-                got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
-                hint="keep each jitted function (keyed on everything it depends on, and nothing more): a "
-                "cache that evicts, drops entries after an error or after a while, a new jax.jit per "
-                "call, a key of object ids, or a shard_map called without a jax.jit around it "
-                "recompiles",
-            )
+        if key in self.lru:
+            judge_compiles_nothing(kit, call, outcome, self.came_between.get(key) or [])
         self._judge_held()
         self.done.append(step)
         self.lru.pop(key, None)
@@ -540,22 +548,16 @@ def fn_compile_once(kit: Kit, _: None) -> int:
     def body(history: draw.History) -> None:
         kit.history = []
         seen: set[Any] = set()
+        last: Any = None
         for call in history.calls:
             kit.history.append(call)
             _, outcome = kit.call(call)
             if outcome.error is not None:
                 kit.fail_raised(call, outcome.error)
             key = call.key()
-            if key in seen and outcome.compiles:
-                kit.fail(
-                    "a call like an earlier one of this history compiled again",
-                    call,
-                    expected="no compile: the same mesh, shapes, dtypes and placements were called before",
-                    got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
-                    hint="keep each jitted function (keyed on everything it depends on, and nothing "
-                    "more): a cache that evicts, a new jax.jit per call, a key of object ids, or a "
-                    "shard_map called without a jax.jit around it recompiles",
-                )
+            if key in seen:
+                judge_compiles_nothing(kit, call, outcome, ["other keys"] if key != last else [])
             seen.add(key)
+            last = key
 
     return kit.search(partial(draw.histories, kit.contract), body)
