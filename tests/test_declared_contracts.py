@@ -219,13 +219,12 @@ VERDICTS: dict[tuple[str, str], str | None] = {
     ("scan", "carry_all"): "fn.values",
     ("scan", "carry_reversed"): "fn.values",
     ("scan", "wrong_axis"): "fn.values",
-    ("scan", "cache_mesh_shape"): "fn.histories",
     # Caches of jitted functions that evict or go stale (examples/contracts/caches.py): the planned
     # histories of fn.histories reach each of them by construction (first_context: its first calls
     # under a context, in fresh processes).
     **{
         (name, f"cache_{kind}"): "fn.histories"
-        for name in ("softmax", "centring", "layer_norm")
+        for name in ("softmax", "centring", "layer_norm", "scan")
         for kind in (
             *("last_only", "two_meshes", "device_set", "flat_ids", "mesh_shape", "axis_names"),
             "first_context",

@@ -16,8 +16,10 @@ tolerance function computes from the inputs (the rounding of any order of summat
 variants differ between meshes, as a sharded function's bugs do: ``no_carry`` forgets the other
 shards' totals, ``carry_all`` adds every other shard's total (a ``psum`` where a prefix belongs),
 ``carry_reversed`` adds the totals of the shards after it, ``wrong_axis`` gathers over the mesh's
-last axis, which is "seq" only when no other axis follows it, and ``cache_mesh_shape`` keeps its
-jitted function per mesh shape (caches.py), so a result comes laid out for an earlier mesh.  What
+last axis, which is "seq" only when no other axis follows it, and each ``cache_*`` variant keeps its
+jitted function per mesh in a cache that goes wrong in one of the ways caches.py lists (one per
+``caches.KINDS``): ``cache_mesh_shape``, keyed on the mesh's shape, gives a result laid out for an
+earlier mesh; ``cache_last_only`` compiles again for a mesh it has seen.  What
 this form cannot catch: a bug that gives the same wrong result on every mesh, one device included
 (a wrong formula); a NumPy oracle catches that.
 """
@@ -103,13 +105,24 @@ def wrong_axis(x: Any, *, mesh: Mesh) -> jax.Array:
     return _run(x, mesh, axis=mesh.axis_names[-1])
 
 
-_stale = MeshCache("mesh-shape", _build)
+def _cached(kind: str) -> Any:
+    cache = MeshCache(kind, _build)
+
+    def variant(x: Any, *, mesh: Mesh) -> jax.Array:
+        kept, jitted = cache(mesh)
+        return jitted(jax.device_put(x, NamedSharding(kept, SEQ)) if isinstance(x, jax.Array) else x)
+
+    variant.__doc__ = f"Broken: its jitted function per mesh in a {kind} cache (caches.py)."
+    return variant
 
 
-def cache_mesh_shape(x: Any, *, mesh: Mesh) -> jax.Array:
-    """Broken: its jitted function per mesh in a cache keyed on the mesh's shape (caches.py)."""
-    kept, jitted = _stale(mesh)
-    return jitted(jax.device_put(x, NamedSharding(kept, SEQ)) if isinstance(x, jax.Array) else x)
+cache_last_only = _cached("last-only")
+cache_two_meshes = _cached("two-meshes")
+cache_device_set = _cached("device-set")
+cache_flat_ids = _cached("flat-ids")
+cache_mesh_shape = _cached("mesh-shape")
+cache_axis_names = _cached("axis-names")
+cache_first_context = _cached("first-context")
 
 
 def rounding(x: np.ndarray) -> np.ndarray:
@@ -135,5 +148,11 @@ KILLED_BY = {
     "carry_all": ("fn.values",),
     "carry_reversed": ("fn.values",),
     "wrong_axis": ("fn.values",),
+    "cache_last_only": ("fn.histories",),
+    "cache_two_meshes": ("fn.histories",),
+    "cache_device_set": ("fn.histories",),
+    "cache_flat_ids": ("fn.histories",),
     "cache_mesh_shape": ("fn.histories",),
+    "cache_axis_names": ("fn.histories",),
+    "cache_first_context": ("fn.histories",),
 }
