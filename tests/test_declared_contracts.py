@@ -149,6 +149,11 @@ BUILT_BADLY = {
         "out=P('data'), oracle=lambda x: x)",
         "Argument('x').dtypes='float33': not a dtype JAX has",
     ),
+    "only-64-bit": (
+        "Contract(name='c', arguments=[Argument('x', rank=1, dtypes=('float64',), layouts=(P('data'),))], "
+        "out=P('data'), oracle=lambda x: x)",
+        "every one is 64-bit, and jax_enable_x64 is off",
+    ),
 }
 
 
@@ -333,6 +338,37 @@ def test_a_tolerance_may_be_a_function_of_the_inputs(name: str, status: int, tmp
     done = _values_run(module, "scaled", name)
     assert done.returncode == (2 if status == 0 else 1), done.stdout[-3000:] + done.stderr[-2000:]
     assert bool(re.search(r"^\[fn\.values\] ", done.stdout, re.M)) == (status == 1), done.stdout[-3000:]
+
+
+X64_MODULE = """
+import jax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+
+def kept(x, *, mesh):
+    data = NamedSharding(mesh, P("data"))
+    return jax.jit(lambda v: v, in_shardings=data, out_shardings=data)(x)
+
+
+X = Argument("x", rank=1, dtypes=("float32", "float64"), layouts=(P("data"),), placements=("layouts",))
+CONTRACT = Contract(name="kept", arguments=[X], out=P("data"), oracle=lambda x: x)
+"""
+
+
+def test_64_bit_dtypes_are_drawn_only_where_jax_enable_x64_is_on(tmp_path: Path) -> None:
+    """Without x64, JAX makes a float64 argument float32: the kit drew it anyway, and a correct
+    function failed fn.dtype and fn.input-intact (the arguments' dtype changed)."""
+    module = tmp_path / "x64.py"
+    module.write_text(X64_MODULE)
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:kept", "--contract", f"{module}:CONTRACT",
+        "--check", "fn.dtype", "--check", "fn.input-intact", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
+    found = statuses(report)
+    assert (found["fn.dtype"], found["fn.input-intact"]) == ("passed", "passed"), done.stdout[-3000:]
 
 
 FLAKY_MODULE = """

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from jax.sharding import PartitionSpec
 
+from conformance._src.library.dtypes import is_x64, x64_enabled
+
 MESH_KEYWORD = "keyword"  # the function takes mesh=...
 MESH_FROM_INPUTS = "inputs"  # the mesh reaches the function through its inputs' shardings
 MESH_NONE = "none"  # the function takes no mesh: its result lies on the first device
@@ -449,7 +451,30 @@ def load(spec: str) -> Contract:
             "--contract", spec, f"is a {type(value).__name__}, not a conformance.contracts.Contract"
         )
     try_oracle(value)
+    check_dtypes_held(value)
     return value
+
+
+def dtypes_held(arg: Argument) -> tuple[str, ...]:
+    """The argument's dtypes that JAX holds in this process: its 64-bit ones (float64, int64,
+    uint64, complex128) only where ``jax_enable_x64`` is on; without it JAX makes them 32-bit,
+    silently, so a call on one would judge another dtype than the contract names."""
+    if x64_enabled():
+        return tuple(arg.dtypes)
+    return tuple(name for name in arg.dtypes if not is_x64(np.dtype(name)))
+
+
+def check_dtypes_held(contract: Contract) -> None:
+    """A contract some argument of which has dtypes, all 64-bit, while ``jax_enable_x64`` is off,
+    cannot be judged in this process."""
+    for arg in contract.arguments:
+        if arg.dtypes and not dtypes_held(arg):
+            raise ContractError(
+                f"Argument({arg.name!r}).dtypes",
+                arg.dtypes,
+                "every one is 64-bit, and jax_enable_x64 is off, so JAX would make them 32-bit: "
+                "run with JAX_ENABLE_X64=1, or add a 32-bit dtype",
+            )
 
 
 def sample_shapes(contract: Contract, side: int = 4) -> list[tuple[int, ...]]:

@@ -26,6 +26,7 @@ from conformance._src.declared.contract import (
     NUMPY,
     Argument,
     Contract,
+    dtypes_held,
     tied_shape,
     values_for,
 )
@@ -274,9 +275,9 @@ def forms(
         else:
             own = _multiples(contract, arg, mesh_list, arg.rank or 1)
             shapes.append(tuple(draw(_side(m, contract)) for m in own))
-    dtype = dtype or draw(st.sampled_from(first.dtypes))
+    dtype = dtype or draw(st.sampled_from(dtypes_held(first)))
     dtypes = [dtype] + [
-        draw(st.sampled_from(a.dtypes)) if a.dtypes else dtype for a in contract.arguments[1:]
+        draw(st.sampled_from(dtypes_held(a))) if a.dtypes else dtype for a in contract.arguments[1:]
     ]
     return Form(tuple(shapes), tuple(dtypes))
 

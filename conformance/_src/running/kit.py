@@ -58,7 +58,7 @@ from conformance._src.contract.catalogue import (
     gates_for,
     not_applicable,
 )
-from conformance._src.declared.contract import Contract
+from conformance._src.declared.contract import Contract, dtypes_held
 from conformance._src.declared.draw import MESH_KINDS, Call, out_of_reach
 from conformance._src.inputs import coverage, history
 from conformance._src.inputs.case import (
@@ -759,8 +759,9 @@ class Kit:
         """
         first = self.contract.first
         cells: list[dict[str, str]] = []
-        if len(first.dtypes) > 1:
-            cells += [{"dtype": name} for name in first.dtypes]
+        held = dtypes_held(first)  # 64-bit ones only with jax_enable_x64
+        if len(held) > 1:
+            cells += [{"dtype": name} for name in held]
         if by_placement and len(first.placements) > 1:
             cells += [{"placement": kind} for kind in first.placements]
         cells += [{"mesh_kind": kind} for kind in MESH_KINDS]
