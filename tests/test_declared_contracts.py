@@ -371,6 +371,77 @@ def test_64_bit_dtypes_are_drawn_only_where_jax_enable_x64_is_on(tmp_path: Path)
     assert (found["fn.dtype"], found["fn.input-intact"]) == ("passed", "passed"), done.stdout[-3000:]
 
 
+NO_MESH_MODULE = """
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+ROWS = P("data", None)
+_JITTED = {}
+
+
+def _doubled(x, mesh):
+    rows = NamedSharding(mesh, ROWS)
+    if mesh not in _JITTED:
+        _JITTED[mesh] = jax.jit(lambda v: v * 2, in_shardings=rows, out_shardings=rows)
+    return _JITTED[mesh](jax.device_put(x, rows))
+
+
+def first_device(x):
+    return _doubled(x, Mesh(np.array(jax.devices()[:1]), ("data",)))
+
+
+def last_device(x):
+    return _doubled(x, Mesh(np.array(jax.devices()[-1:]), ("data",)))
+
+
+def optional(x, *, mesh=None):
+    return _doubled(x, Mesh(np.array(jax.devices()[:1]), ("data",)) if mesh is None else mesh)
+
+
+def optional_all_devices(x, *, mesh=None):
+    return _doubled(x, Mesh(np.array(jax.devices()), ("data",)) if mesh is None else mesh)
+
+
+X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("layouts", "numpy"))
+NONE = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh="none")
+OPTIONAL = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh_optional=True)
+"""
+
+
+@pytest.mark.parametrize(
+    "function, contract, failing",
+    [
+        ("first_device", "NONE", None),
+        ("last_device", "NONE", "fn.layout"),
+        ("optional", "OPTIONAL", None),
+        ("optional_all_devices", "OPTIONAL", "fn.layout"),
+    ],
+)
+def test_a_function_given_no_mesh_is_judged_on_the_first_device(
+    function: str, contract: str, failing: str | None, tmp_path: Path
+) -> None:
+    """mesh="none", or mesh=None and no mesh where mesh_optional: the result's target is the
+    first device alone.  Before, a declared call's target was always the drawn mesh: a correct
+    function that takes no mesh failed, and one that lays mesh=None out over every device passed."""
+    module = tmp_path / "no_mesh.py"
+    module.write_text(NO_MESH_MODULE)
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:{contract}",
+        "--check", "fn.layout", "--check", "fn.histories", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
+    found, out = statuses(report), done.stdout[-3000:]
+    if failing is None:
+        assert [found[c] for c in ("fn.layout", "fn.histories")] == ["passed"] * 2, out
+    else:
+        assert found[failing] == "failed", out
+    if function == "last_device":  # all devices may raise first, where the rows do not divide
+        assert "the result lies on the first device, jax.devices()[0], alone" in done.stdout, out
+
+
 FLAKY_MODULE = """
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P
@@ -459,7 +530,11 @@ def test_a_declared_history_token_round_trips() -> None:
         history.Step(steps[4].call, under=("default_device", int(jax.devices()[-1].id))),
         history.Step(steps[5].call, under=("set_mesh",)),
     ]
-    again = history.decode(contract, history.encode(steps))
+    optional = dataclasses.replace(contract, mesh_optional=True)  # calls given mesh=None, or no mesh
+    steps = [dataclasses.replace(s, call=dataclasses.replace(s.call, contract=optional)) for s in steps]
+    for k, given in ((0, "none"), (1, "omit")):
+        steps[k] = dataclasses.replace(steps[k], call=dataclasses.replace(steps[k].call, given=given))
+    again = history.decode(optional, history.encode(steps))
     assert [s.describe() for s in again] == [s.describe() for s in steps]
     for a, b in zip(again, steps, strict=True):
         assert a.call.mesh == b.call.mesh and a.call.placements == b.call.placements
@@ -467,7 +542,7 @@ def test_a_declared_history_token_round_trips() -> None:
             x.tobytes() == y.tobytes() and x.dtype == y.dtype
             for x, y in zip(a.call.hosts, b.call.hosts, strict=True)
         )
-        assert (a.back, a.raises, a.clocks) == (b.back, b.raises, b.clocks)
+        assert (a.back, a.raises, a.clocks, a.call.given) == (b.back, b.raises, b.clocks, b.call.given)
 
 
 def test_the_oracle_gets_numpy_arrays_and_the_keywords(tmp_path: Path) -> None:

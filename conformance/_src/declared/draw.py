@@ -23,6 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from conformance._src.calling.devices import other_memory_kinds
 from conformance._src.declared.contract import (
     MESH_KEYWORD,
+    MESH_NONE,
     NUMPY,
     Argument,
     Contract,
@@ -96,12 +97,37 @@ class Placed:
         return f"committed to {self.spec}"
 
 
+# How a call hands the function its mesh: ``mesh=`` the call's mesh; ``mesh=None``; no mesh at
+# all.  The last two ask for the first device (``Contract.mesh_optional``; always the last for
+# ``mesh="none"``): the result's target is then ``default_mesh``, wherever the arguments come from.
+GIVEN_MESH, GIVEN_NONE, GIVEN_NOTHING = "mesh", "none", "omit"
+GIVEN_KINDS = (GIVEN_MESH, GIVEN_NONE, GIVEN_NOTHING)
+
+
+def default_mesh(contract: Contract) -> Mesh:
+    """The first device alone, each of the contract's axes of size 1: where a function given no
+    mesh lays its result out."""
+    axes = contract.mesh_axes
+    return Mesh(np.array(jax.devices()[:1]).reshape((1,) * len(axes)), axes)
+
+
 @dataclass(frozen=True)
 class Call:
+    """One call: the arguments' values (``hosts``), each placed (``placements``) on or about
+    ``mesh``, the mesh handed over as ``given`` says (``GIVEN_MESH``, ``GIVEN_NONE``,
+    ``GIVEN_NOTHING``)."""
+
     contract: Contract
     mesh: Mesh
     hosts: tuple[np.ndarray, ...]
     placements: tuple[Placed, ...]
+    given: str = GIVEN_MESH
+
+    @property
+    def target_mesh(self) -> Mesh:
+        """The mesh the result must be laid out over: the call's, or the first device's where the
+        function is given none."""
+        return self.mesh if self.given == GIVEN_MESH else default_mesh(self.contract)
 
     def arguments(self) -> list[Any]:
         """Fresh arguments, each placed as drawn (``Placed``)."""
@@ -109,8 +135,8 @@ class Call:
 
     def keywords(self) -> dict[str, Any]:
         kwargs = dict(self.contract.keywords)
-        if self.contract.mesh == MESH_KEYWORD:
-            kwargs["mesh"] = self.mesh
+        if self.contract.mesh == MESH_KEYWORD and self.given != GIVEN_NOTHING:
+            kwargs["mesh"] = self.mesh if self.given == GIVEN_MESH else None
         return kwargs
 
     def key(self) -> tuple[Any, ...]:
@@ -120,13 +146,18 @@ class Call:
             self.mesh.axis_names,
             tuple(self.mesh.devices.shape),
             tuple((h.shape, h.dtype.name, p) for h, p in zip(self.hosts, self.placements, strict=True)),
+            self.given,
         )
 
     def describe(self) -> str:
         parts = []
         for arg, host, placement in zip(self.contract.arguments, self.hosts, self.placements, strict=True):
             parts.append(f"{arg.name}: {host.dtype.name}{list(host.shape)} {placement.describe(self.mesh)}")
-        return f"{'; '.join(parts)}; mesh {mesh_text(self.mesh)}"
+        if self.given == GIVEN_MESH:
+            return f"{'; '.join(parts)}; mesh {mesh_text(self.mesh)}"
+        how = "mesh=None" if self.given == GIVEN_NONE else "no mesh"
+        over = "" if self.contract.mesh == MESH_NONE else f" (arguments about mesh {mesh_text(self.mesh)})"
+        return f"{'; '.join(parts)}; {how}: the first device{over}"
 
     def values_text(self) -> str:
         with np.printoptions(threshold=40, edgeitems=3, precision=6):
@@ -327,9 +358,11 @@ def calls_of(
     *,
     indivisible: bool = False,
     placement: str | None = None,
+    given: str = GIVEN_MESH,
 ) -> Call:
     """A call on ``mesh`` of ``form``: each argument's values, and its placement drawn from the
-    kinds it may come in (``placement``: the first argument's, where it may come so)."""
+    kinds it may come in (``placement``: the first argument's, where it may come so); the mesh
+    handed over as ``given`` says (a function that takes none is never handed one)."""
     hosts, placements = [], []
     for k, (arg, shape, dtype) in enumerate(zip(contract.arguments, form.shapes, form.dtypes, strict=True)):
         kinds = _kinds(arg, mesh, shape, first_raw=indivisible and k == 0)
@@ -338,7 +371,9 @@ def calls_of(
         assume(kinds)
         placements.append(draw(_placed(draw(st.sampled_from(kinds)), arg, mesh, shape)))
         hosts.append(draw(_host(arg, dtype, shape)))
-    return Call(contract, mesh, tuple(hosts), tuple(placements))
+    if contract.mesh == MESH_NONE:
+        given = GIVEN_NOTHING
+    return Call(contract, mesh, tuple(hosts), tuple(placements), given)
 
 
 # Meshes by class, each given in every run (Kit.search): one device; exactly the
@@ -397,10 +432,12 @@ def calls(
 ) -> Call:
     """One call of the contract's domain: a mesh, shapes the layouts divide, dtypes, placements
     (``dtype``: the first argument's, else any of its dtypes; ``placement``: the first argument's
-    kind, else any it may come in; ``mesh_kind``: the mesh's class, else any mesh)."""
+    kind, else any it may come in; ``mesh_kind``: the mesh's class, else any mesh).  Where the
+    mesh is optional, a third of the calls hand over ``mesh=None`` and a third none at all."""
     mesh = draw(mesh_strategy(contract, mesh_kind))
     form = draw(forms(contract, [mesh], dtype=dtype))
-    return draw(calls_of(contract, mesh, form, placement=placement))
+    given = draw(st.sampled_from(GIVEN_KINDS)) if contract.mesh_optional else GIVEN_MESH
+    return draw(calls_of(contract, mesh, form, placement=placement, given=given))
 
 
 @st.composite

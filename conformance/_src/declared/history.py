@@ -48,6 +48,9 @@ from jax.sharding import Mesh, PartitionSpec
 from conformance._src.calling import context
 from conformance._src.declared.contract import MESH_KEYWORD, MESH_NONE, NUMPY, Contract
 from conformance._src.declared.draw import (
+    GIVEN_KINDS,
+    GIVEN_MESH,
+    GIVEN_NOTHING,
     LAYOUTS,
     Call,
     Form,
@@ -534,6 +537,7 @@ def encode(history: Sequence[Step]) -> str:
                 "raises": step.raises,
                 "clocks": step.clocks,
                 "under": list(step.under),
+                "given": call.given,
             }
         )
     raw = json.dumps({"history": TOKEN_VERSION, "steps": out}, separators=(",", ":")).encode()
@@ -558,6 +562,16 @@ def decode(contract: Contract, token: str, devices: int | None = None) -> list[S
                 raise ValueError(f"call {k} uses device {used}, there are {devices} (--devices)")
             if under and under[0] not in ("default_device", "set_mesh"):
                 raise ValueError(f"call {k} is under an unknown context {under[0]!r}")
+            given = one.get("given", GIVEN_MESH)
+            allowed = (
+                [GIVEN_NOTHING]
+                if contract.mesh == MESH_NONE
+                else list(GIVEN_KINDS)
+                if contract.mesh_optional
+                else [GIVEN_MESH]
+            )
+            if given not in allowed:
+                raise ValueError(f"call {k} hands the mesh over as {given!r}, the contract as {allowed}")
             if len(one["args"]) != len(contract.arguments):
                 raise ValueError(
                     f"call {k} has {len(one['args'])} arguments, the contract {len(contract.arguments)}"
@@ -582,6 +596,6 @@ def _step(contract: Contract, one: dict[str, Any]) -> Step:
         hosts.append(np.frombuffer(raw, dtype=dtype).reshape(arg["shape"]).copy())
         placements.append(Placed(arg["kind"], _spec_of(arg["spec"]), tuple(arg["on"]), arg["memory"]))
     back = tuple(one["back"]) if one["back"] else None
-    call = Call(contract, mesh, tuple(hosts), tuple(placements))
+    call = Call(contract, mesh, tuple(hosts), tuple(placements), one.get("given", GIVEN_MESH))
     under = tuple(one.get("under") or ())
     return Step(call, back=back, raises=bool(one["raises"]), clocks=int(one["clocks"]), under=under)  # type: ignore[arg-type]

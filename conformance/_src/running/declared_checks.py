@@ -53,8 +53,10 @@ def _is_spec(value: Any) -> bool:
 
 
 def targets(call: Call) -> Any:
-    """The result's layouts: the contract's ``out`` specs over the call's mesh."""
-    return jax.tree_util.tree_map(lambda s: NamedSharding(call.mesh, s), call.contract.out, is_leaf=_is_spec)
+    """The result's layouts: the contract's ``out`` specs over the call's target mesh (its own, or
+    the first device's where the function is given none)."""
+    mesh = call.target_mesh
+    return jax.tree_util.tree_map(lambda s: NamedSharding(mesh, s), call.contract.out, is_leaf=_is_spec)
 
 
 def expected_dtypes(call: Call, expected: Any) -> Any:
@@ -181,7 +183,17 @@ def judge_values(kit: Kit, call: Call, result: Any) -> None:
 
 
 def judge_layout(kit: Kit, call: Call, result: Any) -> None:
-    _judge(kit, call, lambda: assert_layout(result, targets(call)))
+    try:
+        assert_layout(result, targets(call))
+    except AssertionFailed as failed:
+        hint = failed.hint
+        if call.given != draw.GIVEN_MESH:  # no mesh handed over: the first device is the target
+            hint = (
+                "given no mesh (mesh=None, or none at all), the result lies on the first device, "
+                "jax.devices()[0], alone: not on the devices the arguments came on, nor on a mesh "
+                "kept from an earlier call"
+            )
+        kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
 
 
 def judge_intact(kit: Kit, call: Call, arguments: list[Any]) -> None:
@@ -464,8 +476,8 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
     that a cache keyed on it cannot tell apart."""
     meshes = [_mesh_of(leaf) for leaf in jax.tree_util.tree_leaves(result)]
     for k in range(len(done), 0, -1):
-        earlier = done[k - 1].call.mesh
-        if earlier == call.mesh or not any(m == earlier for m in meshes):
+        earlier, mesh = done[k - 1].call.target_mesh, call.target_mesh
+        if earlier == mesh or not any(m == earlier for m in meshes):
             continue
         if done[k - 1].under:
             return (
@@ -474,13 +486,13 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
                 f"its first call saw (the context's mesh, the default device) lays every later "
                 f"result out for it; use the mesh each call is given"
             )
-        ids, old = [int(d.id) for d in call.mesh.devices.flat], [int(d.id) for d in earlier.devices.flat]
+        ids, old = [int(d.id) for d in mesh.devices.flat], [int(d.id) for d in earlier.devices.flat]
         shared = []
         if sorted(ids) == sorted(old):
             shared.append("the same devices" + (" in the same flat order" if ids == old else ""))
-        if tuple(call.mesh.shape.items()) == tuple(earlier.shape.items()):
+        if tuple(mesh.shape.items()) == tuple(earlier.shape.items()):
             shared.append("the same axis names and sizes")
-        elif call.mesh.axis_names == earlier.axis_names:
+        elif mesh.axis_names == earlier.axis_names:
             shared.append("the same axis names")
         what = " and ".join(shared) or "nothing a mesh is told apart by"
         return (

@@ -21,7 +21,7 @@ from conformance._src.calling.calls import finished
 from conformance._src.contract.catalogue import CheckFailure, KitError, check
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
-from conformance._src.declared.contract import MESH_KEYWORD, NUMPY
+from conformance._src.declared.contract import NUMPY
 from conformance._src.declared.draw import DEVICE, UNCOMMITTED, Call
 from conformance._src.library.assertions import AssertionFailed, assert_values_close
 from conformance._src.running.declared_checks import tolerance_of
@@ -82,8 +82,8 @@ def _on_cpu(kit: Kit, call: Call, cpu: list[Any]) -> tuple[Any, Mesh]:
     laid out as it was over the CPU mesh), under ``jax.default_device`` of that device."""
     shape = call.mesh.devices.shape
     mesh = Mesh(np.array(cpu[: call.mesh.size]).reshape(shape), call.mesh.axis_names)
-    kwargs = dict(call.contract.keywords)
-    if call.contract.mesh == MESH_KEYWORD:
+    kwargs = call.keywords()
+    if "mesh" in kwargs and kwargs["mesh"] is not None:
         kwargs["mesh"] = mesh
     impl = kit.impl
 
