@@ -316,7 +316,11 @@ def steps(contract: Contract, caller: Caller, data: st.DataObject) -> None:
             else:
                 form = data.draw(forms(contract, [mesh]), label="form")
                 used.append(form)
-            caller.run(Step(data.draw(calls_of(contract, mesh, form), label="call"), clocks=clocks))
+            given = GIVEN_MESH  # where the mesh is optional: mesh=None, or none, between the others
+            if contract.mesh_optional:
+                given = data.draw(st.sampled_from(GIVEN_KINDS), label="mesh given")
+            call = data.draw(calls_of(contract, mesh, form, given=given), label="call")
+            caller.run(Step(call, clocks=clocks))
         elif choice == "revisit":
             _, earlier = data.draw(st.sampled_from(keys), label="key")
             caller.run(Step(_again(contract, earlier.call, data), clocks=clocks))
