@@ -214,14 +214,23 @@ def _multiples(contract: Contract, arg: Argument, mesh_list: list[Mesh], ndim: i
     return multiple
 
 
+# Sides up to this many times the least are drawn evenly; a wider range octave by octave.
+OCTAVES_ABOVE = 64
+
+
 @st.composite
 def _side(draw: st.DrawFn, multiple: int, contract: Contract) -> int:
     """A side ``multiple`` divides, within the contract's sides (none where ``multiple`` is past
     ``max_side``: the stated largest side holds, and such a draw is rejected)."""
     most = contract.max_side // multiple
     assume(most >= 1)
-    least = max(1, -(-contract.min_side // multiple))
-    return multiple * draw(st.integers(min(least, most), most))
+    least = min(max(1, -(-contract.min_side // multiple)), most)
+    if most <= OCTAVES_ABOVE * least:
+        return multiple * draw(st.integers(least, most))
+    # A wide range: its octave first, each as likely (shrinking to the lowest), so that long sides
+    # are drawn as often as short ones and most calls stay small.
+    octave = draw(st.integers(least.bit_length() - 1, most.bit_length() - 1))
+    return multiple * draw(st.integers(max(least, 1 << octave), min(most, (2 << octave) - 1)))
 
 
 @st.composite
