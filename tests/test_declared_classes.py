@@ -17,7 +17,7 @@ from conformance._src.declared import draw
 from conformance.contracts import Argument, Contract, ContractError
 
 ROWS = P("data", None)
-EVERY = ("layouts", "numpy", "uncommitted", "device", "elsewhere", "memory-kinds")
+EVERY = ("layouts", "numpy", "uncommitted", "device", "elsewhere", "memory-kinds", "numpy-forms")
 # How a failure block names each kind.
 WORDS = {
     "layouts": "committed to P(",
@@ -26,6 +26,7 @@ WORDS = {
     "device": "committed to device",
     "elsewhere": "mesh_from_ids(",
     "memory-kinds": "in memory kind",
+    "numpy-forms": "a NumPy array (",
 }
 
 
@@ -66,14 +67,21 @@ def test_each_kind_is_made_as_it_says(kind: str) -> None:
     def one(data: st.DataObject) -> None:
         call = data.draw(draw.calls(contract, placement=kind))
         placed = call.placements[0]
-        assert placed.kind == kind
+        made = "numpy" if kind == "numpy-forms" else kind  # a NumPy array, of one of NUMPY_FORMS
+        assert placed.kind == made and bool(placed.form) == (kind == "numpy-forms")
         (arg,) = call.arguments()
-        assert _kind_of(arg, call) == kind, (placed, call.describe())
+        assert _kind_of(arg, call) == made, (placed, call.describe())
         np.testing.assert_array_equal(np.asarray(arg), call.hosts[0])
         if kind == "elsewhere":
             assert placed.ids != tuple(int(d.id) for d in call.mesh.devices.flat)
         if kind == "memory-kinds":
             assert arg.sharding.memory_kind in other_memory_kinds()
+        if placed.form in ("strided", "reversed"):
+            assert arg.base is not None  # a view
+        if placed.form == "byteswapped":
+            assert not arg.dtype.isnative
+        if placed.form == "readonly":
+            assert not arg.flags.writeable
         assert WORDS[kind] in call.describe().split("; mesh ")[0]
 
     one()

@@ -442,6 +442,63 @@ def test_a_function_given_no_mesh_is_judged_on_the_first_device(
         assert "the result lies on the first device, jax.devices()[0], alone" in done.stdout, out
 
 
+NUMPY_FORMS_MODULE = """
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+ROWS = P("data", None)
+_JITTED = {}
+
+
+def _doubled(x, mesh):
+    rows = NamedSharding(mesh, ROWS)
+    if mesh not in _JITTED:
+        _JITTED[mesh] = jax.jit(lambda v: v * 2, in_shardings=rows, out_shardings=rows)
+    return _JITTED[mesh](jax.device_put(x, rows))
+
+
+def converts(x, *, mesh):
+    return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
+
+
+def swaps_in_place(x, *, mesh):
+    if not x.dtype.isnative:
+        x = x.byteswap(inplace=True).view(x.dtype.newbyteorder())
+    return _doubled(x, mesh)
+
+
+def makes_writeable(x, *, mesh):
+    if not x.flags.writeable and x.base is None:
+        x.flags.writeable = True
+    return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
+
+
+# Values from 1 up: a byte swap in place shows in every one (zeros read the same either way).
+VALUES = {"min_value": 1.0, "max_value": 100.0}
+X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("numpy-forms",), values=VALUES)
+CONTRACT = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2)
+"""
+
+
+@pytest.mark.parametrize(
+    "function, status", [("converts", "passed"), ("swaps_in_place", "failed"), ("makes_writeable", "failed")]
+)
+def test_numpy_arrays_as_users_have_them_stay_intact(function: str, status: str, tmp_path: Path) -> None:
+    """placements=("numpy-forms",): strided and reversed views, the other byte order, read-only;
+    the caller's array keeps its values, byte order and flags (before: only plain NumPy arrays)."""
+    module = tmp_path / "numpy_forms.py"
+    module.write_text(NUMPY_FORMS_MODULE)
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:CONTRACT",
+        "--check", "fn.input-intact", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
+    assert statuses(report)["fn.input-intact"] == status, done.stdout[-3000:]
+
+
 FLAKY_MODULE = """
 import jax
 from jax.sharding import NamedSharding, PartitionSpec as P

@@ -53,7 +53,10 @@ CONTRACT = Contract(
             rank=1,
             dtypes=DTYPES,
             layouts=(P("data"),),
-            placements=("layouts", "numpy", "uncommitted", "device", "elsewhere", "memory-kinds"),
+            placements=(
+                *("layouts", "numpy", "uncommitted", "device", "elsewhere", "memory-kinds"),
+                "numpy-forms",  # strided and reversed views, the other byte order, read-only
+            ),
             values={"allow_nan": True, "allow_infinity": True, "allow_subnormal": True},
         )
     ],

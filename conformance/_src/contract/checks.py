@@ -28,6 +28,7 @@ from conformance._src.contract import domains, jax_bugs, oracle
 from conformance._src.contract.catalogue import CHECKS, Inconclusive, Refused, check, failure_in
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import pjit_double
+from conformance._src.declared.draw import numpy_form
 from conformance._src.declared.terms import (
     DATA_AXIS,
     data_axis_size,
@@ -45,7 +46,6 @@ from conformance._src.inputs.case import (
     describe_placement,
     make_input,
     may_refuse,
-    numpy_form,
 )
 from conformance._src.library import assertions, jit_probe
 from conformance._src.library.strategies import OTHER_AXIS

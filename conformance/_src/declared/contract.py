@@ -29,10 +29,12 @@ MESH_FROM_INPUTS = "inputs"  # the mesh reaches the function through its inputs'
 MESH_NONE = "none"  # the function takes no mesh: its result lies on the first device
 HOW_MESH = (MESH_KEYWORD, MESH_FROM_INPUTS, MESH_NONE)
 NUMPY = "numpy"  # an argument given as a NumPy array (placements=)
+NUMPY_FORMS_KIND = "numpy-forms"  # a NumPy array as users also have them (draw.NUMPY_FORMS)
 # Where an argument may come from (Argument.placements): committed in one of its ``layouts``; a
 # NumPy array; a jax.Array not committed (jnp.asarray); committed to one device; committed to
-# another layout over other devices; in another memory kind of its target layout.
-PLACEMENT_KINDS = ("layouts", NUMPY, "uncommitted", "device", "elsewhere", "memory-kinds")
+# another layout over other devices; in another memory kind of its target layout; a NumPy array
+# that is a strided or reversed view, in the other byte order, or read-only.
+PLACEMENT_KINDS = ("layouts", NUMPY, "uncommitted", "device", "elsewhere", "memory-kinds", NUMPY_FORMS_KIND)
 DEFAULT_VALUES: Mapping[str, Any] = {
     "min_value": -100.0,
     "max_value": 100.0,

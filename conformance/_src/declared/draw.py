@@ -25,6 +25,7 @@ from conformance._src.declared.contract import (
     MESH_KEYWORD,
     MESH_NONE,
     NUMPY,
+    NUMPY_FORMS_KIND,
     Argument,
     Contract,
     dtypes_held,
@@ -43,7 +44,31 @@ LAYOUTS, UNCOMMITTED, DEVICE, ELSEWHERE, MEMORY = (
 )
 # The kinds a run of several processes gives: each process holds its part of one global array
 # (or the same NumPy values); an array on one process's device, or uncommitted on each, is none.
-ACROSS_PROCESSES = (LAYOUTS, NUMPY, ELSEWHERE, MEMORY)
+ACROSS_PROCESSES = (LAYOUTS, NUMPY, NUMPY_FORMS_KIND, ELSEWHERE, MEMORY)
+
+
+# The NumPy arrays users also have, besides a plain one: every other row of a larger buffer; a
+# reversed view of a reversed copy; the other byte order ('>f4' here); read-only.
+NUMPY_FORMS = ("strided", "reversed", "byteswapped", "readonly")
+
+
+def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
+    """``values`` (a fresh copy, which it may become) as a NumPy array of the given form
+    (``NUMPY_FORMS``, or "" for itself); views run along the first axis."""
+    if form == "strided":
+        buffer = np.empty((2 * len(values), *values.shape[1:]), values.dtype)
+        buffer[::2] = values
+        buffer[1::2] = values[::-1] if len(values) else values  # other values between: reading them shows
+        return buffer[::2]
+    if form == "reversed":
+        return values[::-1].copy()[::-1]
+    if form == "byteswapped":
+        if values.dtype.itemsize > 1 and values.dtype.kind in "iufc":
+            return values.astype(values.dtype.newbyteorder())
+        return values  # one byte (or bfloat16, which has no swapped form): nothing to swap
+    if form == "readonly":
+        values.flags.writeable = False
+    return values
 
 
 @dataclass(frozen=True)
@@ -54,18 +79,20 @@ class Placed:
     ``jax.Array`` on the default device, not committed; ``device``: committed to device
     ``ids[0]``; ``elsewhere``: committed to ``spec`` over the mesh of devices ``ids`` (the call's
     mesh's shape and axes over other devices, or the same ones in another order);
-    ``memory-kinds``: ``spec`` over the call's mesh, in memory kind ``memory``.
+    ``memory-kinds``: ``spec`` over the call's mesh, in memory kind ``memory``; ``numpy``: of
+    ``form`` (``NUMPY_FORMS``, or "" for a plain array).
     """
 
     kind: str
     spec: PartitionSpec | None = None
     ids: tuple[int, ...] = ()
     memory: str | None = None
+    form: str = ""  # numpy: one of NUMPY_FORMS, or "" for a plain array
 
     def make(self, host: np.ndarray, mesh: Mesh) -> Any:
         """A fresh argument of ``host``'s values, placed so."""
         if self.kind == NUMPY:
-            return np.array(host)
+            return numpy_form(np.array(host), self.form)
         if self.kind == UNCOMMITTED:
             return jax.device_put(np.array(host))
         by_id = {int(d.id): d for d in jax.devices()}
@@ -82,7 +109,7 @@ class Placed:
 
     def describe(self, mesh: Mesh) -> str:
         if self.kind == NUMPY:
-            return "a NumPy array"
+            return f"a NumPy array ({self.form})" if self.form else "a NumPy array"
         if self.kind == UNCOMMITTED:
             return "an uncommitted jax.Array (on the default device)"
         if self.kind == DEVICE:
@@ -329,7 +356,7 @@ def _kinds(arg: Argument, mesh: Mesh, shape: tuple[int, ...], *, first_raw: bool
     kinds = [
         k
         for k in arg.placements
-        if k in (NUMPY, UNCOMMITTED, DEVICE)
+        if k in (NUMPY, NUMPY_FORMS_KIND, UNCOMMITTED, DEVICE)
         or (layouts and not first_raw and (k != ELSEWHERE or len(jax.devices()) > 1))
     ]
     if first_raw:
@@ -341,6 +368,8 @@ def _kinds(arg: Argument, mesh: Mesh, shape: tuple[int, ...], *, first_raw: bool
 
 @st.composite
 def _placed(draw: st.DrawFn, kind: str, arg: Argument, mesh: Mesh, shape: tuple[int, ...]) -> Placed:
+    if kind == NUMPY_FORMS_KIND:
+        return Placed(NUMPY, form=draw(st.sampled_from(NUMPY_FORMS)))
     if kind in (NUMPY, UNCOMMITTED):
         return Placed(kind)
     if kind == DEVICE:

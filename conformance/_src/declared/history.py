@@ -52,6 +52,7 @@ from conformance._src.declared.draw import (
     GIVEN_MESH,
     GIVEN_NOTHING,
     LAYOUTS,
+    NUMPY_FORMS,
     Call,
     Form,
     Placed,
@@ -409,6 +410,46 @@ def _only_on(contract: Contract, form: Form, mesh: Mesh, not_on: Mesh) -> Form |
     return narrow if fits(contract, narrow, mesh) and not fits(contract, narrow, not_on) else None
 
 
+def joined_alike(every: list[int], ids: list[int] | None = None) -> tuple[list[int], list[int]] | None:
+    """Two meshes' device ids, two each, that join into one string without a separator (1, 10
+    and 11, 0 both give "110"): the first is ``ids`` where it has such a twin.  Such pairs need
+    ids of one and of two digits (12 or more devices); None where there is none."""
+    known = set(every)
+
+    def twin(pair: list[int]) -> list[int] | None:
+        text = "".join(map(str, pair))
+        for cut in range(1, len(text)):
+            left, right = text[:cut], text[cut:]
+            if any(len(part) > 1 and part[0] == "0" for part in (left, right)):
+                continue
+            other = [int(left), int(right)]
+            if other != pair and other[0] != other[1] and set(other) <= known:
+                return other
+        return None
+
+    if ids is not None and len(ids) == 2 and (found := twin(ids)) is not None:
+        return ids, found
+    for a in sorted(known):
+        for b in sorted(known - {a}):
+            if (found := twin([a, b])) is not None:
+                return [a, b], found
+    return None
+
+
+@st.composite
+def joined(draw: st.DrawFn, contract: Contract) -> list[Step]:
+    """Two meshes of two devices whose ids join into one string without a separator (1, 12 and
+    11, 2: "112"), one form over each, twice: a cache keyed on such a string hands the second
+    mesh the first's (12 or more devices; none where there are fewer)."""
+    pair = joined_alike([int(d.id) for d in jax.devices()]) if jax.process_count() == 1 else None
+    shapes = [s for s, n in arrangements(contract, 2) if n == tuple(contract.mesh_axes)]
+    if pair is None or not shapes:
+        return []
+    meshes = [make_mesh(ids, shapes[0], tuple(contract.mesh_axes)) for ids in pair]
+    form = draw(forms(contract, meshes))
+    return [Step(draw(calls_of(contract, mesh, form))) for _ in range(2) for mesh in meshes]
+
+
 @st.composite
 def depth(draw: st.DrawFn, contract: Contract) -> list[Step]:
     """One key ``DEPTH`` times, the first argument's placement kinds in turn (half in a row, half
@@ -489,6 +530,7 @@ def _raising_mesh(contract: Contract) -> Mesh | None:
 
 PLANNED: dict[str, Callable[[Contract], st.SearchStrategy[list[Step]]]] = {
     "stale": stale,
+    "joined": joined,
     "depth": depth,
     "moves": moves,
 }
@@ -534,6 +576,7 @@ def encode(history: Sequence[Step]) -> str:
                         "spec": _spec_json(p.spec),
                         "on": list(p.ids),
                         "memory": p.memory,
+                        "form": p.form,
                     }
                     for host, p in zip(call.hosts, call.placements, strict=True)
                 ],
@@ -576,6 +619,10 @@ def decode(contract: Contract, token: str, devices: int | None = None) -> list[S
             )
             if given not in allowed:
                 raise ValueError(f"call {k} hands the mesh over as {given!r}, the contract as {allowed}")
+            for arg in one["args"]:
+                form = arg.get("form", "")
+                if form and (arg["kind"] != NUMPY or form not in NUMPY_FORMS):
+                    raise ValueError(f"call {k} has a {arg['kind']} argument of an unknown form {form!r}")
             if len(one["args"]) != len(contract.arguments):
                 raise ValueError(
                     f"call {k} has {len(one['args'])} arguments, the contract {len(contract.arguments)}"
@@ -598,7 +645,8 @@ def _step(contract: Contract, one: dict[str, Any]) -> Step:
         dtype = np.dtype(jnp.dtype(arg["dtype"]))
         raw = base64.b64decode(arg["values"])
         hosts.append(np.frombuffer(raw, dtype=dtype).reshape(arg["shape"]).copy())
-        placements.append(Placed(arg["kind"], _spec_of(arg["spec"]), tuple(arg["on"]), arg["memory"]))
+        form = arg.get("form", "")
+        placements.append(Placed(arg["kind"], _spec_of(arg["spec"]), tuple(arg["on"]), arg["memory"], form))
     back = tuple(one["back"]) if one["back"] else None
     call = Call(contract, mesh, tuple(hosts), tuple(placements), one.get("given", GIVEN_MESH))
     under = tuple(one.get("under") or ())

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
+from conformance._src.declared.draw import NUMPY_FORMS, numpy_form
 from conformance._src.library.show import make_mesh
 from conformance._src.library.values import TILE, tile_edits
 
@@ -42,7 +43,6 @@ UNCOMMITTED: Placement = ("uncommitted",)
 TARGET: Placement = ("target",)
 # NumPy arrays as users have them: a view of every other element of a larger
 # buffer, a reversed view, non-native byte order, read-only.
-NUMPY_FORMS = ("strided", "reversed", "byteswapped", "readonly")
 
 
 @dataclass(frozen=True, eq=False)
@@ -314,24 +314,6 @@ def may_refuse(case: Case, error: BaseException) -> bool:
         case.placement == ("numpy", "byteswapped") and case.dtype.itemsize > 1 and case.dtype.kind in "iufc"
     )
     return swapped and isinstance(error, (TypeError, ValueError))
-
-
-def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
-    """``values`` (a fresh copy) as a NumPy array of the given form (``NUMPY_FORMS``, or "")."""
-    if form == "strided":
-        buffer = np.empty(2 * len(values), values.dtype)
-        buffer[::2] = values
-        buffer[1::2] = values[::-1] if len(values) else values  # other values between: reading them shows
-        return buffer[::2]
-    if form == "reversed":
-        return values[::-1].copy()[::-1]
-    if form == "byteswapped":
-        if values.dtype.itemsize > 1 and values.dtype.kind in "iufc":
-            return values.astype(values.dtype.newbyteorder())
-        return values  # one byte (or bfloat16, which has no swapped form): nothing to swap
-    if form == "readonly":
-        values.flags.writeable = False
-    return values
 
 
 # Long vectors are a block of TILE values repeated, with a few others written

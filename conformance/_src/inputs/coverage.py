@@ -283,7 +283,8 @@ Group = tuple[str, str, str]  # (dtype, mesh kind, length class): the cells that
 
 # A contract's placement kinds (Argument.placements) -> the placement classes of its cells.
 PLACEMENT_CLASSES = {
-    "numpy": ("numpy", "numpy-view"),
+    "numpy": ("numpy",),
+    "numpy-forms": ("numpy-view",),
     "uncommitted": ("uncommitted",),
     "device": ("device",),
     "elsewhere": ("elsewhere",),

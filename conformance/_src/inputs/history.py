@@ -88,6 +88,7 @@ from hypothesis.stateful import (
 from jax.sharding import Mesh
 
 from conformance._src import internals
+from conformance._src.declared.history import joined_alike
 from conformance._src.declared.terms import DATA_AXIS, Contract, data_axis_size, dtypes_in_domain
 from conformance._src.inputs import coverage
 from conformance._src.inputs import strategies as cst
@@ -341,32 +342,6 @@ def move(how: str, base: Mesh | None, draw: Callable[..., Any]) -> Mesh | None:
         pair = joined_alike(every, ids)
         return base if pair is None else make_mesh(pair[1], (2,), (DATA_AXIS,))
     raise ValueError(f"unknown mesh move {how!r}")
-
-
-def joined_alike(every: list[int], ids: list[int] | None = None) -> tuple[list[int], list[int]] | None:
-    """Two meshes' device ids, two each, that join into one string without a separator (1, 10
-    and 11, 0 both give "110"): the first is ``ids`` where it has such a twin.  Such pairs need
-    ids of one and of two digits (12 or more devices); None where there is none."""
-    known = set(every)
-
-    def twin(pair: list[int]) -> list[int] | None:
-        text = "".join(map(str, pair))
-        for cut in range(1, len(text)):
-            left, right = text[:cut], text[cut:]
-            if any(len(part) > 1 and part[0] == "0" for part in (left, right)):
-                continue
-            other = [int(left), int(right)]
-            if other != pair and other[0] != other[1] and set(other) <= known:
-                return other
-        return None
-
-    if ids is not None and len(ids) == 2 and (found := twin(ids)) is not None:
-        return ids, found
-    for a in sorted(known):
-        for b in sorted(known - {a}):
-            if (found := twin([a, b])) is not None:
-                return [a, b], found
-    return None
 
 
 @dataclass

@@ -20,10 +20,10 @@ from jax.sharding import Mesh
 
 from conformance._src.calling.devices import other_memory_kinds
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.draw import NUMPY_FORMS
 from conformance._src.declared.terms import DATA_AXIS, data_axis_size, dtypes_in_domain, named
 from conformance._src.inputs import coverage
 from conformance._src.inputs.case import (
-    NUMPY_FORMS,
     TARGET,
     Case,
     MeshArg,

@@ -18,9 +18,10 @@ from jax.sharding import Mesh
 
 from conformance._src.calling.devices import other_memory_kinds
 from conformance._src.declared.contract import Contract
+from conformance._src.declared.draw import NUMPY_FORMS
 from conformance._src.declared.terms import DATA_AXIS, NAMES, dtypes_in_domain, named
 from conformance._src.inputs import coverage
-from conformance._src.inputs.case import NUMPY_FORMS, TARGET, Case, MeshArg, Placement
+from conformance._src.inputs.case import TARGET, Case, MeshArg, Placement
 from conformance._src.inputs.coverage import LONG_MAX, MEDIUM_MAX
 from conformance._src.library import dtypes as library_dtypes
 from conformance._src.library import strategies as library

@@ -197,7 +197,26 @@ def judge_layout(kit: Kit, call: Call, result: Any) -> None:
 
 
 def judge_intact(kit: Kit, call: Call, arguments: list[Any]) -> None:
-    for arg, host, given in zip(call.contract.arguments, call.hosts, arguments, strict=True):
+    """Each argument the caller handed over: neither deleted nor changed, and a NumPy one keeps
+    its dtype (byte order included), its writeable flag and its shape."""
+    every = zip(call.contract.arguments, call.hosts, arguments, call.placements, strict=True)
+    for arg, host, given, placed in every:
+        if placed.kind == NUMPY and isinstance(given, np.ndarray):
+            made = placed.make(host, call.mesh)
+            for what, want, got in (
+                ("dtype", made.dtype, given.dtype),
+                ("flags.writeable", made.flags.writeable, given.flags.writeable),
+                ("shape", made.shape, given.shape),
+            ):
+                if want != got:
+                    kit.fail(
+                        "the caller's NumPy array was changed by the call",
+                        call,
+                        expected=f"{arg.name}.{what} = {want!r}",
+                        got=f"{arg.name}.{what} = {got!r}",
+                        hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's "
+                        "array, its dtype and its flags as they were",
+                    )
         _judge(kit, call, lambda h=host, g=given, n=arg.name: assert_input_intact(h, g, what=n))
 
 
