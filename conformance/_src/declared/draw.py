@@ -52,6 +52,19 @@ ACROSS_PROCESSES = (LAYOUTS, NUMPY, NUMPY_FORMS_KIND, ELSEWHERE, MEMORY)
 NUMPY_FORMS = ("strided", "reversed", "byteswapped", "readonly")
 
 
+def swaps(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` has another byte order (not one byte wide, nor bfloat16 and the like)."""
+    return dtype.itemsize > 1 and dtype.kind in "iufc"
+
+
+def may_refuse(form: str, dtype: np.dtype, error: BaseException) -> bool:
+    """Whether raising ``error`` for a NumPy argument of ``form`` and ``dtype`` is a refusal every
+    contract allows: JAX itself refuses arrays in the other byte order (``TypeError``;
+    ``jax.device_put`` reads their bytes as native), so a function may refuse them too, with a
+    TypeError or ValueError, as long as it neither returns wrong values nor changes the array."""
+    return form == "byteswapped" and swaps(dtype) and isinstance(error, (TypeError, ValueError))
+
+
 def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
     """``values`` (a fresh copy, which it may become) as a NumPy array of the given form
     (``NUMPY_FORMS``, or "" for itself); views run along the first axis."""
@@ -63,7 +76,7 @@ def numpy_form(values: np.ndarray, form: str) -> np.ndarray:
     if form == "reversed":
         return values[::-1].copy()[::-1]
     if form == "byteswapped":
-        if values.dtype.itemsize > 1 and values.dtype.kind in "iufc":
+        if swaps(values.dtype):
             return values.astype(values.dtype.newbyteorder())
         return values  # one byte (or bfloat16, which has no swapped form): nothing to swap
     if form == "readonly":
@@ -126,7 +139,8 @@ class Placed:
 
 # How a call hands the function its mesh: ``mesh=`` the call's mesh; ``mesh=None``; no mesh at
 # all.  The last two ask for the first device (``Contract.mesh_optional``; always the last for
-# ``mesh="none"``): the result's target is then ``default_mesh``, wherever the arguments come from.
+# ``mesh="none"``): the call's mesh is then ``default_mesh``, the result's target and what its
+# arguments are placed about (committed there, elsewhere, in another memory kind).
 GIVEN_MESH, GIVEN_NONE, GIVEN_NOTHING = "mesh", "none", "omit"
 GIVEN_KINDS = (GIVEN_MESH, GIVEN_NONE, GIVEN_NOTHING)
 
@@ -150,15 +164,16 @@ class Call:
     placements: tuple[Placed, ...]
     given: str = GIVEN_MESH
 
-    @property
-    def target_mesh(self) -> Mesh:
-        """The mesh the result must be laid out over: the call's, or the first device's where the
-        function is given none."""
-        return self.mesh if self.given == GIVEN_MESH else default_mesh(self.contract)
-
     def arguments(self) -> list[Any]:
         """Fresh arguments, each placed as drawn (``Placed``)."""
         return [p.make(h, self.mesh) for h, p in zip(self.hosts, self.placements, strict=True)]
+
+    def may_refuse(self, error: BaseException) -> bool:
+        """Whether ``error`` is a refusal the contract allows (``may_refuse``, for any argument)."""
+        return any(
+            p.kind == NUMPY and may_refuse(p.form, h.dtype, error)
+            for h, p in zip(self.hosts, self.placements, strict=True)
+        )
 
     def keywords(self) -> dict[str, Any]:
         kwargs = dict(self.contract.keywords)
@@ -183,8 +198,7 @@ class Call:
         if self.given == GIVEN_MESH:
             return f"{'; '.join(parts)}; mesh {mesh_text(self.mesh)}"
         how = "mesh=None" if self.given == GIVEN_NONE else "no mesh"
-        over = "" if self.contract.mesh == MESH_NONE else f" (arguments about mesh {mesh_text(self.mesh)})"
-        return f"{'; '.join(parts)}; {how}: the first device{over}"
+        return f"{'; '.join(parts)}; {how}: the first device"
 
     def values_text(self) -> str:
         with np.printoptions(threshold=40, edgeitems=3, precision=6):
@@ -399,18 +413,27 @@ def calls_of(
     given: str = GIVEN_MESH,
 ) -> Call:
     """A call on ``mesh`` of ``form``: each argument's values, and its placement drawn from the
-    kinds it may come in (``placement``: the first argument's, where it may come so); the mesh
+    kinds it may come in (``placement``: the first argument's, where it may come so;
+    ``"numpy-forms/FORM"`` names one of ``NUMPY_FORMS``); the mesh
     handed over as ``given`` says (a function that takes none is never handed one)."""
-    hosts, placements = [], []
-    for k, (arg, shape, dtype) in enumerate(zip(contract.arguments, form.shapes, form.dtypes, strict=True)):
-        kinds = _kinds(arg, mesh, shape, first_raw=indivisible and k == 0)
-        if k == 0 and placement is not None and placement in kinds:
-            kinds = [placement]
-        assume(kinds)
-        placements.append(draw(_placed(draw(st.sampled_from(kinds)), arg, mesh, shape)))
-        hosts.append(draw(_host(arg, dtype, shape)))
     if contract.mesh == MESH_NONE:
         given = GIVEN_NOTHING
+    if given != GIVEN_MESH:  # no mesh handed over: the arguments are placed about the first device's
+        mesh = default_mesh(contract)
+    hosts, placements = [], []
+    wanted, _, numpy_as = (placement or "").partition("/")  # "numpy-forms/byteswapped": that form
+    for k, (arg, shape, dtype) in enumerate(zip(contract.arguments, form.shapes, form.dtypes, strict=True)):
+        kinds = _kinds(arg, mesh, shape, first_raw=indivisible and k == 0)
+        if k == 0 and wanted in kinds:
+            kinds = [wanted]
+        assume(kinds)
+        kind = draw(st.sampled_from(kinds))
+        if k == 0 and numpy_as and kind == NUMPY_FORMS_KIND:
+            assume(numpy_as != "byteswapped" or swaps(np.dtype(jax.numpy.dtype(dtype))))  # has another order
+            placements.append(Placed(NUMPY, form=numpy_as))
+        else:
+            placements.append(draw(_placed(kind, arg, mesh, shape)))
+        hosts.append(draw(_host(arg, dtype, shape)))
     return Call(contract, mesh, tuple(hosts), tuple(placements), given)
 
 

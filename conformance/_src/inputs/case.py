@@ -21,6 +21,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from conformance._src.declared.draw import NUMPY_FORMS, numpy_form
+from conformance._src.declared.draw import may_refuse as draw_may_refuse
 from conformance._src.library.show import make_mesh
 from conformance._src.library.values import TILE, tile_edits
 
@@ -303,17 +304,10 @@ def _process_of(device_id: int) -> int:
 
 
 def may_refuse(case: Case, error: BaseException) -> bool:
-    """Whether raising ``error`` for ``case`` is a refusal the contract allows.
-
-    JAX itself refuses NumPy arrays in non-native byte order (``TypeError``
-    from jit; device_put reads their bytes as native).  An implementation may
-    refuse them too, with a TypeError or ValueError, as long as it neither
-    returns wrong values nor changes the caller's array.
-    """
-    swapped = (
-        case.placement == ("numpy", "byteswapped") and case.dtype.itemsize > 1 and case.dtype.kind in "iufc"
-    )
-    return swapped and isinstance(error, (TypeError, ValueError))
+    """Whether raising ``error`` for ``case`` is a refusal the contract allows (draw.may_refuse:
+    a NumPy array in the other byte order, refused with a TypeError or ValueError)."""
+    form = case.placement[1] if case.placement[0] == "numpy" and len(case.placement) > 1 else ""
+    return isinstance(form, str) and draw_may_refuse(form, case.dtype, error)
 
 
 # Long vectors are a block of TILE values repeated, with a few others written

@@ -53,9 +53,9 @@ def _is_spec(value: Any) -> bool:
 
 
 def targets(call: Call) -> Any:
-    """The result's layouts: the contract's ``out`` specs over the call's target mesh (its own, or
-    the first device's where the function is given none)."""
-    mesh = call.target_mesh
+    """The result's layouts: the contract's ``out`` specs over the call's mesh (the first device's
+    alone where the function is given none)."""
+    mesh = call.mesh
     return jax.tree_util.tree_map(lambda s: NamedSharding(mesh, s), call.contract.out, is_leaf=_is_spec)
 
 
@@ -285,8 +285,10 @@ def fn_jit(kit: Kit, _: None) -> int:
 @check("fn.input-intact", "the caller's arguments are neither deleted nor changed by a call", declared=True)
 def fn_input_intact(kit: Kit, _: None) -> int:
     def body(call: Call) -> None:
-        args, _ = kit.result(call)
-        judge_intact(kit, call, args)
+        args, outcome = kit.call(call)
+        judge_intact(kit, call, args)  # a refusal it may make too leaves the arguments as they were
+        if outcome.error is not None:
+            kit.fail_raised(call, outcome.error)
 
     return kit.search(partial(draw.calls, kit.contract), body, share=0.5)
 
@@ -431,6 +433,11 @@ class _HistoryJudge:
             self.done.append(step)
             return
         if outcome.error is not None:
+            if call.may_refuse(outcome.error):  # refused, as it may be: the arguments intact, on
+                judge_intact(kit, call, arguments)
+                self._judge_held()
+                self.done.append(step)
+                return
             kit.fail_raised(call, outcome.error)
         result = outcome.result
         judge_values(kit, call, result)
@@ -495,7 +502,7 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
     that a cache keyed on it cannot tell apart."""
     meshes = [_mesh_of(leaf) for leaf in jax.tree_util.tree_leaves(result)]
     for k in range(len(done), 0, -1):
-        earlier, mesh = done[k - 1].call.target_mesh, call.target_mesh
+        earlier, mesh = done[k - 1].call.mesh, call.mesh
         if earlier == mesh or not any(m == earlier for m in meshes):
             continue
         if done[k - 1].under:
