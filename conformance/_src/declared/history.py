@@ -50,6 +50,7 @@ from conformance._src.declared.contract import MESH_KEYWORD, MESH_NONE, NUMPY, C
 from conformance._src.declared.draw import (
     GIVEN_KINDS,
     GIVEN_MESH,
+    GIVEN_NONE,
     GIVEN_NOTHING,
     LAYOUTS,
     NUMPY_FORMS,
@@ -59,6 +60,7 @@ from conformance._src.declared.draw import (
     _host,
     _multiples,
     calls_of,
+    default_mesh,
     fits,
     forms,
     mesh_strategy,
@@ -502,17 +504,29 @@ def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
 def first_calls(draw: st.DrawFn, contract: Contract) -> list[list[Step]]:
     """Histories for fresh processes: one form called first under ``jax.default_device(the last
     device)`` over a mesh A, then over other devices and A again, without a context; where JAX has
-    a mesh context, the same with the first call under ``jax.set_mesh(A)``.  A function that keeps
-    what its first call saw (the default device, the context's mesh) lays the later results out
-    wrong.  None for a contract whose function takes no mesh."""
-    if contract.mesh == MESH_NONE:
-        return []
+    a mesh context, the same with the first call under ``jax.set_mesh(A)``.  Where the function
+    may be given no mesh, another: its first call given none under ``jax.default_device(the last
+    device)``, then plain calls given none (their results on the first device, as always), and
+    the plain calls of the others end with one given none.  A function that keeps what its first
+    call saw (the default device, the context's mesh) lays the later results out wrong."""
     every = [int(d.id) for d in jax.devices()]
+    found = []
+    no_mesh = [GIVEN_NOTHING] if contract.mesh == MESH_NONE else [GIVEN_NONE, GIVEN_NOTHING]
+    if contract.mesh == MESH_NONE or contract.mesh_optional:
+        alone = default_mesh(contract)
+        form = draw(forms(contract, [alone]))
+        given = draw(st.sampled_from(no_mesh))
+        first = Step(draw(calls_of(contract, alone, form, given=given)), under=("default_device", every[-1]))
+        found.append([first, *(Step(draw(calls_of(contract, alone, form, given=g))) for g in no_mesh)])
+    if contract.mesh == MESH_NONE:
+        return found
     a = draw(mesh_strategy(contract, "contract-axes"))
     b = move(contract, "other-devices", a, draw)
     form = draw(forms(contract, [a, b]))
     plain = [Step(draw(calls_of(contract, mesh, form))) for mesh in (b, a) if fits(contract, form, mesh)]
-    found = [[Step(draw(calls_of(contract, a, form)), under=("default_device", every[-1])), *plain]]
+    if contract.mesh_optional:
+        plain.append(Step(draw(calls_of(contract, a, form, given=draw(st.sampled_from(no_mesh))))))
+    found.append([Step(draw(calls_of(contract, a, form)), under=("default_device", every[-1])), *plain])
     if context.set_mesh_available():
         found.append([Step(draw(calls_of(contract, a, form)), under=("set_mesh",)), *plain])
     return found

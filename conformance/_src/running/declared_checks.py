@@ -182,17 +182,22 @@ def judge_values(kit: Kit, call: Call, result: Any) -> None:
         )
 
 
+def _no_mesh_hint(call: Call) -> str | None:
+    """Where the function was given no mesh, what its result's layout is."""
+    if call.given == draw.GIVEN_MESH:
+        return None
+    return (
+        "given no mesh (mesh=None, or none at all), the result lies on the first device, "
+        "jax.devices()[0], alone, whatever jax.default_device says: not on the devices the "
+        "arguments came on, nor on a mesh or device kept from an earlier call"
+    )
+
+
 def judge_layout(kit: Kit, call: Call, result: Any) -> None:
     try:
         assert_layout(result, targets(call))
     except AssertionFailed as failed:
-        hint = failed.hint
-        if call.given != draw.GIVEN_MESH:  # no mesh handed over: the first device is the target
-            hint = (
-                "given no mesh (mesh=None, or none at all), the result lies on the first device, "
-                "jax.devices()[0], alone: not on the devices the arguments came on, nor on a mesh "
-                "kept from an earlier call"
-            )
+        hint = _no_mesh_hint(call) or failed.hint
         kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
 
 
@@ -444,7 +449,7 @@ class _HistoryJudge:
         try:
             assert_layout(result, targets(call))
         except AssertionFailed as failed:
-            hint = _stale_hint(self.done, call, result) or failed.hint
+            hint = _stale_hint(self.done, call, result) or _no_mesh_hint(call) or failed.hint
             kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
         judge_intact(kit, call, arguments)
         key = (call.key(), step.under)  # a context is part of jax.jit's own key
