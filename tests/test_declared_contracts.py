@@ -405,10 +405,27 @@ def optional_all_devices(x, *, mesh=None):
     return _doubled(x, Mesh(np.array(jax.devices()), ("data",)) if mesh is None else mesh)
 
 
+def doubled_plus_one(x, *, mesh):
+    return _doubled(x, mesh) + 1  # what ACCEPTS' accept= allows besides its oracle's
+
+
 X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("layouts", "numpy"))
 NONE = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh="none")
 OPTIONAL = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh_optional=True)
+ACCEPTS = Contract(
+    name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, accept=(lambda x: x * 2 + 1,)
+)
 """
+
+
+def test_fn_values_takes_the_results_the_contract_accepts(tmp_path: Path) -> None:
+    """accept=: other results a correct function may give (pjit_double's 2 * x for complex x).
+    fn.values ignored them: every call of a function giving one failed."""
+    module = tmp_path / "accepts.py"
+    module.write_text(NO_MESH_MODULE)
+    done = _values_run(module, "doubled_plus_one", "ACCEPTS")
+    passed = "PASSED conformance/test_conformance.py::test_check[fn.values]"
+    assert done.returncode == 2 and passed in done.stdout, done.stdout[-3000:]
 
 
 @pytest.mark.parametrize(
