@@ -145,6 +145,12 @@ GIVEN_MESH, GIVEN_NONE, GIVEN_NOTHING = "mesh", "none", "omit"
 GIVEN_KINDS = (GIVEN_MESH, GIVEN_NONE, GIVEN_NOTHING)
 
 
+def givens(contract: Contract) -> tuple[str, ...]:
+    """How a drawn call may hand over its mesh: every way where the mesh is optional, in one
+    process (across processes the first device is one process's: each call is given its mesh)."""
+    return GIVEN_KINDS if contract.mesh_optional and jax.process_count() == 1 else (GIVEN_MESH,)
+
+
 def default_mesh(contract: Contract) -> Mesh:
     """The first device alone, each of the contract's axes of size 1: where a function given no
     mesh lays its result out."""
@@ -497,7 +503,7 @@ def calls(
     mesh is optional, a third of the calls hand over ``mesh=None`` and a third none at all."""
     mesh = draw(mesh_strategy(contract, mesh_kind))
     form = draw(forms(contract, [mesh], dtype=dtype))
-    given = draw(st.sampled_from(GIVEN_KINDS)) if contract.mesh_optional else GIVEN_MESH
+    given = draw(st.sampled_from(givens(contract)))
     return draw(calls_of(contract, mesh, form, placement=placement, given=given))
 
 

@@ -63,6 +63,7 @@ from conformance._src.declared.draw import (
     default_mesh,
     fits,
     forms,
+    givens,
     mesh_strategy,
     split,
     within_sides,
@@ -319,9 +320,8 @@ def steps(contract: Contract, caller: Caller, data: st.DataObject) -> None:
             else:
                 form = data.draw(forms(contract, [mesh]), label="form")
                 used.append(form)
-            given = GIVEN_MESH  # where the mesh is optional: mesh=None, or none, between the others
-            if contract.mesh_optional:
-                given = data.draw(st.sampled_from(GIVEN_KINDS), label="mesh given")
+            # Where the mesh is optional: mesh=None, or none, between the others.
+            given = data.draw(st.sampled_from(givens(contract)), label="mesh given")
             call = data.draw(calls_of(contract, mesh, form, given=given), label="call")
             caller.run(Step(call, clocks=clocks))
         elif choice == "revisit":
