@@ -42,8 +42,6 @@ MeshArg = Literal["omit", "none", "mesh"]
 Placement = tuple[Any, ...]
 UNCOMMITTED: Placement = ("uncommitted",)
 TARGET: Placement = ("target",)
-# NumPy arrays as users have them: a view of every other element of a larger
-# buffer, a reversed view, non-native byte order, read-only.
 
 
 @dataclass(frozen=True, eq=False)
