@@ -371,7 +371,7 @@ def test_64_bit_dtypes_are_drawn_only_where_jax_enable_x64_is_on(tmp_path: Path)
     assert (found["fn.dtype"], found["fn.input-intact"]) == ("passed", "passed"), done.stdout[-3000:]
 
 
-NO_MESH_MODULE = """
+ROWS_MODULE = """
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -409,12 +409,32 @@ def doubled_plus_one(x, *, mesh):
     return _doubled(x, mesh) + 1  # what ACCEPTS' accept= allows besides its oracle's
 
 
+def converts(x, *, mesh):
+    return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
+
+
+def swaps_in_place(x, *, mesh):
+    if not x.dtype.isnative:
+        x = x.byteswap(inplace=True).view(x.dtype.newbyteorder())
+    return _doubled(x, mesh)
+
+
+def makes_writeable(x, *, mesh):
+    if not x.flags.writeable and x.base is None:
+        x.flags.writeable = True
+    return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
+
+
 X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("layouts", "numpy"))
 NONE = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh="none")
 OPTIONAL = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh_optional=True)
 ACCEPTS = Contract(
     name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, accept=(lambda x: x * 2 + 1,)
 )
+# Values from 1 up: a byte swap in place shows in every one (zeros read the same either way).
+VALUES = {"min_value": 1.0, "max_value": 100.0}
+Y = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("numpy-forms",), values=VALUES)
+NUMPY_FORMS = Contract(name="rows doubled", arguments=[Y], out=ROWS, oracle=lambda x: x * 2)
 """
 
 
@@ -422,7 +442,7 @@ def test_fn_values_takes_the_results_the_contract_accepts(tmp_path: Path) -> Non
     """accept=: other results a correct function may give (pjit_double's 2 * x for complex x).
     fn.values ignored them: every call of a function giving one failed."""
     module = tmp_path / "accepts.py"
-    module.write_text(NO_MESH_MODULE)
+    module.write_text(ROWS_MODULE)
     done = _values_run(module, "doubled_plus_one", "ACCEPTS")
     passed = "PASSED conformance/test_conformance.py::test_check[fn.values]"
     assert done.returncode == 2 and passed in done.stdout, done.stdout[-3000:]
@@ -444,7 +464,7 @@ def test_a_function_given_no_mesh_is_judged_on_the_first_device(
     first device alone.  Before, a declared call's target was always the drawn mesh: a correct
     function that takes no mesh failed, and one that lays mesh=None out over every device passed."""
     module = tmp_path / "no_mesh.py"
-    module.write_text(NO_MESH_MODULE)
+    module.write_text(ROWS_MODULE)
     done, report = run_kit_report(
         "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:{contract}",
         "--check", "fn.layout", "--check", "fn.histories", "--hypothesis-seed=0",
@@ -459,47 +479,6 @@ def test_a_function_given_no_mesh_is_judged_on_the_first_device(
         assert "the result lies on the first device, jax.devices()[0], alone" in done.stdout, out
 
 
-NUMPY_FORMS_MODULE = """
-import jax
-import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
-
-from conformance.contracts import Argument, Contract
-
-ROWS = P("data", None)
-_JITTED = {}
-
-
-def _doubled(x, mesh):
-    rows = NamedSharding(mesh, ROWS)
-    if mesh not in _JITTED:
-        _JITTED[mesh] = jax.jit(lambda v: v * 2, in_shardings=rows, out_shardings=rows)
-    return _JITTED[mesh](jax.device_put(x, rows))
-
-
-def converts(x, *, mesh):
-    return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
-
-
-def swaps_in_place(x, *, mesh):
-    if not x.dtype.isnative:
-        x = x.byteswap(inplace=True).view(x.dtype.newbyteorder())
-    return _doubled(x, mesh)
-
-
-def makes_writeable(x, *, mesh):
-    if not x.flags.writeable and x.base is None:
-        x.flags.writeable = True
-    return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
-
-
-# Values from 1 up: a byte swap in place shows in every one (zeros read the same either way).
-VALUES = {"min_value": 1.0, "max_value": 100.0}
-X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("numpy-forms",), values=VALUES)
-CONTRACT = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2)
-"""
-
-
 @pytest.mark.parametrize(
     "function, status", [("converts", "passed"), ("swaps_in_place", "failed"), ("makes_writeable", "failed")]
 )
@@ -507,9 +486,9 @@ def test_numpy_arrays_as_users_have_them_stay_intact(function: str, status: str,
     """placements=("numpy-forms",): strided and reversed views, the other byte order, read-only;
     the caller's array keeps its values, byte order and flags (before: only plain NumPy arrays)."""
     module = tmp_path / "numpy_forms.py"
-    module.write_text(NUMPY_FORMS_MODULE)
+    module.write_text(ROWS_MODULE)
     done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:CONTRACT",
+        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:NUMPY_FORMS",
         "--check", "fn.input-intact", "--hypothesis-seed=0",
     )  # fmt: skip
     assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]

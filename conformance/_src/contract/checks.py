@@ -105,25 +105,30 @@ def _failure(assertion: Callable[[], None]) -> assertions.AssertionFailed | None
     return None
 
 
+def judge_numpy_kept(kit: Any, case: Any, made: np.ndarray, given: np.ndarray, name: str) -> None:
+    """The caller's NumPy array ``given`` (``name``) keeps what it was ``made`` with: its dtype
+    (byte order included), its writeable flag and its shape.  ``case``: a Case or a declared Call."""
+    for what, want, got in (
+        (f"{name}.dtype", made.dtype, given.dtype),
+        (f"{name}.flags.writeable", made.flags.writeable, given.flags.writeable),
+        (f"{name}.shape", made.shape, given.shape),
+    ):
+        if want != got:
+            kit.fail(
+                "the caller's NumPy array was changed by the call",
+                case,
+                expected=f"{what} = {want!r}",
+                got=f"{what} = {got!r}",
+                hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's array, "
+                "its dtype and its flags as they were",
+            )
+
+
 def _assert_intact(kit: Any, case: Case, x: Any) -> None:
     """The caller's x is neither deleted nor changed by the call."""
     if isinstance(x, np.ndarray):
-        # What the caller handed over: its dtype (byte order included) and flags stay as they were.
         made = numpy_form(case.values.copy(), case.placement[1] if len(case.placement) > 1 else "")
-        for what, want, got in (
-            ("x.dtype", made.dtype, x.dtype),
-            ("x.flags.writeable", made.flags.writeable, x.flags.writeable),
-            ("x.shape", made.shape, x.shape),
-        ):
-            if want != got:
-                kit.fail(
-                    "the caller's NumPy array was changed by the call",
-                    case,
-                    expected=f"{what} = {want!r}",
-                    got=f"{what} = {got!r}",
-                    hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's array, "
-                    "its dtype and its flags as they were",
-                )
+        judge_numpy_kept(kit, case, made, x, "x")
     failed = _failure(lambda: assertions.assert_input_intact(case.values, x))
     if failed is not None:
         hint = (

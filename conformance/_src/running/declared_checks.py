@@ -21,7 +21,7 @@ from conformance._src import selftest
 from conformance._src.calling import calls as calling
 from conformance._src.calling.calls import Outcome
 from conformance._src.contract.catalogue import KitError, NotApplicable, check
-from conformance._src.contract.checks import judge_global_state
+from conformance._src.contract.checks import judge_global_state, judge_numpy_kept
 from conformance._src.contract.messages import one_line
 from conformance._src.declared import draw
 from conformance._src.declared import history as declared_history
@@ -215,21 +215,7 @@ def judge_intact(kit: Kit, call: Call, arguments: list[Any]) -> None:
     every = zip(call.contract.arguments, call.hosts, arguments, call.placements, strict=True)
     for arg, host, given, placed in every:
         if placed.kind == NUMPY and isinstance(given, np.ndarray):
-            made = placed.make(host, call.mesh)
-            for what, want, got in (
-                ("dtype", made.dtype, given.dtype),
-                ("flags.writeable", made.flags.writeable, given.flags.writeable),
-                ("shape", made.shape, given.shape),
-            ):
-                if want != got:
-                    kit.fail(
-                        "the caller's NumPy array was changed by the call",
-                        call,
-                        expected=f"{arg.name}.{what} = {want!r}",
-                        got=f"{arg.name}.{what} = {got!r}",
-                        hint="work on a copy (np.array(x), np.ascontiguousarray) and leave the caller's "
-                        "array, its dtype and its flags as they were",
-                    )
+            judge_numpy_kept(kit, call, placed.make(host, call.mesh), given, arg.name)
         _judge(kit, call, lambda h=host, g=given, n=arg.name: assert_input_intact(h, g, what=n))
 
 
