@@ -372,6 +372,8 @@ def test_64_bit_dtypes_are_drawn_only_where_jax_enable_x64_is_on(tmp_path: Path)
 
 
 ROWS_MODULE = """
+import functools
+
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -425,7 +427,28 @@ def makes_writeable(x, *, mesh):
     return _doubled(np.asarray(x, dtype=x.dtype.newbyteorder("=")), mesh)
 
 
+@functools.lru_cache(maxsize=5)
+def _five_latest(mesh):
+    rows = NamedSharding(mesh, ROWS)
+    return jax.jit(lambda v: v * 2, in_shardings=rows, out_shardings=rows), rows
+
+
+def lru_five(x, *, mesh):
+    jitted, rows = _five_latest(mesh)  # a sixth mesh evicts the least recent: it compiles again
+    return jitted(jax.device_put(x, rows))
+
+
+_BY_DEVICE_ARRAY = {}
+
+
+def keyed_on_device_array(x, *, mesh):
+    key = (mesh.devices.shape, tuple(int(d.id) for d in mesh.devices.flat))  # the names left out
+    first = _BY_DEVICE_ARRAY.setdefault(key, mesh)
+    return _doubled(x, first)
+
+
 X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("layouts", "numpy"))
+PLAIN = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2)
 NONE = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh="none")
 OPTIONAL = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh_optional=True)
 ACCEPTS = Contract(
@@ -493,6 +516,29 @@ def test_numpy_arrays_as_users_have_them_stay_intact(function: str, status: str,
     )  # fmt: skip
     assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
     assert statuses(report)["fn.input-intact"] == status, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    "function, said",
+    [
+        ("lru_five", "a call like an earlier one of this history compiled again"),
+        ("keyed_on_device_array", "which shares the same devices in the same flat order"),
+    ],
+)
+def test_a_cache_of_five_keys_and_one_blind_to_axis_names_fail_the_planned_histories(
+    function: str, said: str, tmp_path: Path
+) -> None:
+    """The planned histories ``wide`` (8 keys, then the first again) and ``names`` (one device
+    array, its axis names reversed) reach these two caches in every run; before them, only a
+    searched history that chanced on either did."""
+    module = tmp_path / "caches.py"
+    module.write_text(ROWS_MODULE)
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:PLAIN",
+        "--check", "fn.histories", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
+    assert statuses(report)["fn.histories"] == "failed" and said in done.stdout, done.stdout[-3000:]
 
 
 FLAKY_MODULE = """
@@ -596,6 +642,35 @@ def test_a_declared_history_token_round_trips() -> None:
             for x, y in zip(a.call.hosts, b.call.hosts, strict=True)
         )
         assert (a.back, a.raises, a.clocks, a.call.given) == (b.back, b.raises, b.clocks, b.call.given)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "pjit_double"])
+def test_the_planned_wide_and_names_swapped_histories_are_what_they_say(name: str) -> None:
+    """wide: WIDE keys, each on a mesh of its own, then the first three again (a cache bounded to
+    fewer keys evicted them); names: one device array, its axis names reversed, A B A B."""
+    import jax
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from conformance._src.declared import history
+    from conformance._src.declared.contract import load
+
+    if len(jax.devices()) < 8:
+        pytest.skip("the planned histories are built for 8 devices here")
+    contract = load(f"{EXAMPLES / (name + '.py')}:CONTRACT")
+
+    @settings(max_examples=3, database=None, deadline=None)
+    @given(st.data())
+    def each(data: st.DataObject) -> None:
+        steps = data.draw(history.wide(contract))
+        keys = [s.call.key() for s in steps]
+        assert len(steps) == history.WIDE + 3 and len(set(keys)) == history.WIDE
+        assert keys[-3:] == keys[:3] and len({s.call.mesh for s in steps}) == history.WIDE
+        a, b, *rest = [s.call.mesh for s in data.draw(history.names_swapped(contract))]
+        assert rest == [a, b] and (a.devices == b.devices).all()
+        assert b.axis_names == a.axis_names[::-1] and sum(k > 1 for k in a.devices.shape) >= 2
+
+    each()
 
 
 def test_the_oracle_gets_numpy_arrays_and_the_keywords(tmp_path: Path) -> None:

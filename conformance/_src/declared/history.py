@@ -13,7 +13,10 @@ Histories come three ways, all of them for every contract, over its own argument
   (a cache keyed on the device set, the flat device ids, the mesh's shape or its axis names hands
   a result laid out for another mesh; one that keeps the last key, or the two latest meshes,
   compiles again).  ``depth``: one key called ``DEPTH`` times, every placement kind of the first
-  argument in turn, between another key's calls for the second half.  ``moves``: a result passed
+  argument in turn, between another key's calls for the second half.  ``wide``: ``WIDE`` keys,
+  then the first three again (a cache bounded to fewer keys evicted them).  ``names``: one device
+  array under its axis names and under them reversed (a cache keyed on the device array alone
+  hands the second the first's layout).  ``moves``: a result passed
   back, a call that raises between two calls of one key, and the clocks ahead between two calls
   of one key, where the contract has them.
 * ``first_calls``: histories whose first call must be the process's first, under a context
@@ -59,6 +62,7 @@ from conformance._src.declared.draw import (
     Placed,
     _host,
     _multiples,
+    _within,
     calls_of,
     default_mesh,
     fits,
@@ -85,6 +89,7 @@ STEPS = 12  # moves in one searched history at most (each may bring a recall)
 HELD = 8  # the caller holds its last this many results: passed back, and judged intact after each call
 MINUTES = (1, 10, 61, 24 * 60)  # how far the clocks jump when time passes
 DEPTH = 12  # the planned deep history calls one key this many times
+WIDE = 8  # the planned wide history calls this many keys before it comes back to the first
 TOKEN_VERSION = 1
 
 
@@ -469,6 +474,89 @@ def depth(draw: st.DrawFn, contract: Contract) -> list[Step]:
     return [Step(call) for call in made]
 
 
+def _again_drawn(draw: st.DrawFn, contract: Contract, call: Call) -> Call:
+    """``call`` (its mesh, shapes, dtypes, placements: its key) with new values."""
+    hosts = tuple(
+        draw(_host(arg, host.dtype.name, host.shape))
+        for arg, host in zip(contract.arguments, call.hosts, strict=True)
+    )
+    return replace(call, hosts=hosts)
+
+
+def _distinct_meshes(contract: Contract, draw: Callable[..., Any]) -> list[Mesh]:
+    """``WIDE`` meshes that differ from each other: each device alone, in a drawn order; across
+    processes (every mesh keeps every device), every device in drawn orders."""
+    every = [int(d.id) for d in jax.devices()]
+    axes = tuple(contract.mesh_axes)
+    if jax.process_count() == 1:
+        order = [int(i) for i in draw(st.permutations(every))]
+        return [make_mesh([i], (1,) * len(axes), axes) for i in order[:WIDE]]
+    shape, names = draw(st.sampled_from([o for o in arrangements(contract, len(every)) if o[1] == axes]))
+    return [make_mesh([int(i) for i in draw(st.permutations(every))], shape, names) for _ in range(WIDE)]
+
+
+@st.composite
+def wide(draw: st.DrawFn, contract: Contract) -> list[Step]:
+    """``WIDE`` keys (each on a mesh of its own), each called once, then the first
+    three again, oldest first: a cache bounded to fewer keys (``functools.lru_cache(maxsize=5)``,
+    a dict trimmed to its latest entries) evicted them, and compiles again."""
+    if contract.mesh == MESH_NONE:  # no mesh handed over: keys of other forms on the first device
+        alone = default_mesh(contract)
+        found = [draw(calls_of(contract, alone, draw(forms(contract, [alone])))) for _ in range(3 * WIDE)]
+        made: list[Call] = []
+        for call in found:  # the first call of each key
+            if all(call.key() != other.key() for other in made):
+                made.append(call)
+        made = made[:WIDE]
+    else:
+        drawn = [draw(mesh_strategy(contract)) for _ in range(WIDE // 2)]
+        meshes = list(dict.fromkeys([*drawn, *_distinct_meshes(contract, draw)]))[:WIDE]
+        made = [draw(calls_of(contract, mesh, draw(forms(contract, [mesh])))) for mesh in meshes]
+    if len(made) < 4:  # too few keys for a revisit to come after others pushed it out
+        return []
+    made += [_again_drawn(draw, contract, call) for call in made[:3]]
+    return [Step(call) for call in made]
+
+
+def swapped_names(contract: Contract, ids: list[int]) -> list[Mesh]:
+    """Meshes of ``ids`` with two or more axes of 2 or more devices, whose axis names reversed
+    lay the contract's arguments out otherwise (its layouts name one of them)."""
+    used = {
+        name
+        for arg in contract.arguments
+        for spec in arg.layouts
+        for entry in tuple(spec)
+        for name in (entry if isinstance(entry, tuple) else (entry,))
+        if name is not None
+    }
+    found = []
+    for shape, names in arrangements(contract, len(ids)):
+        wide_axes = [n for n, k in zip(names, shape, strict=True) if k > 1]
+        if len(wide_axes) < 2 or not used & set(wide_axes):
+            continue
+        mesh = make_mesh(ids, shape, names)
+        if len(_within(contract, [mesh, Mesh(mesh.devices, names[::-1])])) == 2:  # one form fits both
+            found.append(mesh)
+    return found
+
+
+@st.composite
+def names_swapped(draw: st.DrawFn, contract: Contract) -> list[Step]:
+    """One device array under its axis names (A) and under them reversed (B), one form over
+    each, A B A B: a cache keyed on the device array, its shape and flat ids, without the names,
+    hands B a result laid out for A (4 or more devices; none where there are fewer)."""
+    ids = [int(d.id) for d in jax.devices()]
+    options = swapped_names(contract, ids)
+    if not options:
+        return []
+    a = draw(st.sampled_from(options))
+    b = Mesh(a.devices, tuple(reversed(a.axis_names)))
+    form = draw(forms(contract, [a, b]))
+    if not (fits(contract, form, a) and fits(contract, form, b)):
+        return []
+    return [Step(draw(calls_of(contract, mesh, form))) for _ in range(2) for mesh in (a, b)]
+
+
 @st.composite
 def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
     """A result passed back (where one can be: the judge skips the step where none is), a call
@@ -546,6 +634,8 @@ PLANNED: dict[str, Callable[[Contract], st.SearchStrategy[list[Step]]]] = {
     "stale": stale,
     "joined": joined,
     "depth": depth,
+    "wide": wide,
+    "names": names_swapped,
     "moves": moves,
 }
 

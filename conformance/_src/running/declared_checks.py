@@ -41,6 +41,7 @@ from conformance._src.library.assertions import (
     assert_jit_shardings,
     assert_layout,
     assert_values_close,
+    assert_values_equal,
     host_copy,
 )
 from conformance._src.library.show import mesh_text
@@ -165,13 +166,12 @@ def judge_values(kit: Kit, call: Call, result: Any) -> None:
     got = result
     if str(jax.tree_util.tree_structure(result)) == str(jax.tree_util.tree_structure(expected)):
         got = jax.tree_util.tree_map(_host, result, expected)
+    rtol, atol = tolerance_of(call, "rtol"), tolerance_of(call, "atol")
+    # No tolerance at all: bit for bit, as assert_values_equal judges (zeros keep their sign).
+    exact = all(isinstance(t, (int, float)) and not isinstance(t, bool) and t == 0 for t in (rtol, atol))
     try:
-        assert_values_close(
-            got,
-            expected,
-            rtol=tolerance_of(call, "rtol"),
-            atol=tolerance_of(call, "atol"),
-            alternatives=alternatives,
+        (assert_values_equal if exact else assert_values_close)(
+            got, expected, rtol=rtol, atol=atol, alternatives=alternatives
         )
     except AssertionFailed as failed:
         if not itself:
