@@ -112,9 +112,6 @@ from conformance.contracts import Argument, Contract
 def identity(x, *, mesh):
     return x
 
-def without_mesh(x):
-    return x
-
 def raising(x):
     raise RuntimeError("the oracle fell over")
 
@@ -157,12 +154,11 @@ BUILT_BADLY = {
 }
 
 
-def _bad_contract(
-    kind: str, attr: str, cause: str, source: str = BAD_CONTRACTS, impl: str = "identity"
-) -> Any:
+def _bad_contract(kind: str, attr: str, cause: str, source: str = BAD_CONTRACTS) -> Any:
     argv = [
         sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider",
-        "--impl", f"{{tmp}}/contracts_{kind}.py:{impl}", "--contract", f"{{tmp}}/contracts_{kind}.py:{attr}",
+        "--impl", f"{{tmp}}/contracts_{kind}.py:identity",
+        "--contract", f"{{tmp}}/contracts_{kind}.py:{attr}",
     ]  # fmt: skip
     files = {f"contracts_{kind}.py": source}
     mark = pytest.mark.background(
@@ -182,9 +178,6 @@ E2E_BAD = [
     _bad_contract("oracle-tree", "ORACLE_TREE", "but out has PyTreeDef({'n': *, 'y': *})"),
     _bad_contract("not-a-contract", "NOT_A_CONTRACT", "is a int, not a conformance.contracts.Contract"),
     _bad_contract("no-such-name", "NOPE", "has no attribute 'NOPE'"),
-    _bad_contract(
-        "signature", "GOOD", "cannot be called as the contract calls it, f(x, mesh=...)", impl="without_mesh"
-    ),
 ]
 
 
@@ -195,6 +188,23 @@ def test_a_bad_contract_is_a_usage_error_of_one_line(bg_run: Any, attr: str, cau
     assert len(lines) == 1, bg_run
     assert re.fullmatch(rf"ERROR: --contract \S+:{attr}: .+", lines[0]), bg_run
     assert cause in lines[0], bg_run
+
+
+def test_a_function_the_contract_cannot_call_is_not_conforming(tmp_path: Path) -> None:
+    """Without the mesh keyword a mesh="keyword" contract hands over: the gate fn.signature fails
+    (exit 1, the other checks not run), as pjit_double's api.mesh-keyword does; before, a usage
+    error (exit 4), which said nothing of the function."""
+    module = tmp_path / "nomesh.py"
+    module.write_text("def f(x):\n    return x\n")
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:f",
+        "--contract", f"{EXAMPLES / 'softmax.py'}:CONTRACT",
+    )  # fmt: skip
+    assert report is not None and done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
+    found = statuses(report)
+    assert found.pop("fn.signature") == "failed" and set(found.values()) == {"not run"}, found
+    assert "got:      " + f"{module}:f: got an unexpected keyword argument 'mesh'" in done.stdout
+    assert "hint:     take the mesh by keyword, def f(x, *, mesh)" in done.stdout, done.stdout[-3000:]
 
 
 # ---------------------------------------------------------------------------

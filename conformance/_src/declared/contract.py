@@ -550,12 +550,14 @@ def _try_tolerances(contract: Contract, args: list[np.ndarray], dtype: np.dtype,
             ) from None
 
 
-def check_signature(contract: Contract, impl: Callable[..., Any], spec: str) -> None:
-    """The function can be called as the contract calls it: its arguments in order, mesh=, keywords."""
+def signature_problem(contract: Contract, impl: Callable[..., Any]) -> str | None:
+    """Why the function cannot be called as the contract calls it (its arguments in order,
+    ``mesh=`` where the contract hands one over, its keywords), as ``f(x, mesh=...): why``; None
+    where it can, or where Python cannot say (a builtin: its calls will tell)."""
     try:
         signature = inspect.signature(impl)
     except (TypeError, ValueError):
-        return  # a builtin or C function: its calls will tell
+        return None
     args = [object() for _ in contract.arguments]
     kwargs = dict(contract.keywords)
     if contract.mesh == MESH_KEYWORD:
@@ -564,6 +566,5 @@ def check_signature(contract: Contract, impl: Callable[..., Any], spec: str) -> 
         signature.bind(*args, **kwargs)
     except TypeError as exc:
         called = ", ".join([a.name for a in contract.arguments] + [f"{k}=..." for k in kwargs])
-        raise ContractError(
-            "--impl", spec, f"cannot be called as the contract calls it, f({called}): {exc}"
-        ) from None
+        return f"f({called}): {exc}"
+    return None

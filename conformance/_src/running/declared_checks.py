@@ -31,6 +31,7 @@ from conformance._src.declared.contract import (
     NUMPY,
     ContractError,
     is_itself,
+    signature_problem,
     tolerance_for,
 )
 from conformance._src.declared.draw import LAYOUTS, Call, Placed
@@ -217,6 +218,33 @@ def judge_intact(kit: Kit, call: Call, arguments: list[Any]) -> None:
         if placed.kind == NUMPY and isinstance(given, np.ndarray):
             judge_numpy_kept(kit, call, placed.make(host, call.mesh), given, arg.name)
         _judge(kit, call, lambda h=host, g=given, n=arg.name: assert_input_intact(h, g, what=n))
+
+
+@check(
+    "fn.signature",
+    "the function can be called as the contract calls it: its arguments in order, mesh= where "
+    "the contract hands one over, its keywords (gate)",
+    declared=True,
+    gate=True,
+)
+def fn_signature(kit: Kit, _: None) -> int:
+    contract = kit.contract
+    problem = signature_problem(contract, kit.impl)
+    if problem is None:
+        return 1
+    called, __, why = problem.partition(": ")  # "f(x, mesh=...)", then Python's TypeError
+    takes_mesh = contract.mesh == MESH_KEYWORD and "mesh" in why
+    kit.fail(
+        "the function cannot be called as the contract calls it",
+        None,
+        expected=f"{called}: the contract's arguments in its order"
+        + (", the mesh by keyword" if contract.mesh == MESH_KEYWORD else ""),
+        got=f"{kit.spec}: {why}",
+        hint="take the mesh by keyword, def f(x, *, mesh): each call hands it over"
+        + (" (mesh=None, or none at all, where mesh_optional)" if contract.mesh_optional else "")
+        if takes_mesh
+        else "take the contract's arguments in its order, and each of its keywords",
+    )
 
 
 @check("fn.values", "the result equals the oracle's within the contract's tolerance", declared=True)

@@ -15,14 +15,14 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from conformance._src import internals
 from conformance._src.calling import devices, loader
 from conformance._src.session import scope
-from conformance._src.session.options import declared_contract, host_device_count, run_part
+from conformance._src.session.options import declared_contract, host_device_count, judged_contract, run_part
 from conformance._src.session.state import (
     KIT_KEY,
     PROBE_KEY,
@@ -32,9 +32,6 @@ from conformance._src.session.state import (
     SUPERVISOR_KEY,
     XFAIL_KEY,
 )
-
-if TYPE_CHECKING:
-    from conformance._src.declared.contract import Contract
 
 
 def register_profiles() -> None:
@@ -248,7 +245,7 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
     profile = internals.hypothesis_profile_name() or "unknown"
     from conformance._src.inputs.schedule import Schedule
 
-    contract = _contract_for(config, request, impl)
+    contract = judged_contract(config)
     kit = Kit(
         impl=impl,
         spec=request.spec,
@@ -286,31 +283,8 @@ def _configure_checks(config: pytest.Config, request: loader.ImplRequest) -> Non
         report.process_index = jax.process_index()
 
 
-def _contract_for(config: pytest.Config, request: loader.ImplRequest, impl: Any) -> Contract:
-    """The contract --contract names; a declared one (not of the one-vector form) checked against
-    the function's signature."""
-    from conformance._src.declared.contract import ContractError, check_signature
-    from conformance._src.session.options import judged_contract
-
-    contract = judged_contract(config)
-    if declared_contract(config):
-        spec = config.getoption("--contract")
-        try:
-            check_signature(contract, impl, request.spec)
-        except ContractError as exc:
-            raise pytest.UsageError(exc.usage_line(spec)) from None
-    return contract
-
-
 def start_probe(config: pytest.Config, request: loader.ImplRequest) -> Any:
-    """The probe child for --impl; a declared contract's own probe also checks the signature."""
+    """The probe child for --impl: loaded, called on one device, in a process of its own."""
     from conformance._src.calling.supervise import Probe
-    from conformance._src.session.options import declared_contract
 
-    devices = config.getoption("--devices")
-    if declared_contract(config):
-        contract = config.getoption("--contract")
-        return Probe.start(
-            request.spec, devices, request.origin, contract, entry="conformance._src.declared.probe"
-        )
-    return Probe.start(request.spec, devices, request.origin)
+    return Probe.start(request.spec, config.getoption("--devices"), request.origin)
