@@ -324,6 +324,30 @@ def test_a_partition_spec_takes_the_mesh_of_the_context() -> None:
             assert_layout(y, P("rows", "cols"))
 
 
+def test_a_jit_that_only_placed_a_result_computed_before_it_fails() -> None:
+    target = NamedSharding(mesh_2x4(), P("rows", "cols"))
+    x = jax.device_put(np.arange(32, dtype=np.float32).reshape(4, 8), target)
+    place = jax.jit(lambda v: v, in_shardings=target, out_shardings=target)
+    add = jax.jit(lambda v, w: v + w, in_shardings=target, out_shardings=target)
+    failure = _fails("only placed it", assert_jit_shardings, lambda v: place(np.asarray(v) * 2), x,
+                     in_shardings=target, out_shardings=target)  # fmt: skip
+    assert failure.kind == "computed-before-jit" and "none of the arguments" in failure.got, failure
+    # Computed from the arguments: by the jit itself, by jits before it (an eager op runs as one),
+    # from a NumPy copy or another placement of an argument, or given something of another shape
+    # (unknown: passes).
+    doubled = jax.jit(lambda v: v * 2)
+    flat = jax.jit(lambda v: (v * 2).reshape(4, 8), out_shardings=target)
+    for fine in (
+        lambda v: add(v, v),
+        lambda v: place(doubled(v)),
+        lambda v: place(v * 2),
+        lambda v: add(np.asarray(v), jnp.array(np.asarray(v))),
+        lambda v: flat(np.asarray(v).ravel()),
+        lambda v: add(v, np.full((4, 8), 2, np.float32)),
+    ):
+        assert_jit_shardings(fine, x, in_shardings=None, out_shardings=target)
+
+
 def test_a_partition_spec_without_a_mesh_is_one_clear_type_error() -> None:
     y = jax.device_put(np.zeros((4, 8), np.float32), NamedSharding(mesh_2x4(), P("rows", "cols")))
     fix = r"NamedSharding\(mesh, P\('rows', 'cols'\)\), or call under jax.set_mesh\(mesh\)"

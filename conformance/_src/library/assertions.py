@@ -43,6 +43,7 @@ KINDS = (
     "replicas",  # assert_replicas_agree
     "outputs",  # assert_jit_shardings
     "not-jit",
+    "computed-before-jit",
     "jit-shardings",
     "recompiled",  # assert_compiles_once, assert_compiles_at_most
     "donated",
@@ -829,8 +830,11 @@ def assert_jit_shardings(
     the context's mesh (``jax.set_mesh(mesh)``).  An output computed outside
     ``jax.jit`` (eager ops, ``jax.device_put``), or by a jit that was given
     other shardings, fails: right values and even the right layout do not show
-    that the computation was compiled with the shardings.  The jit may be
-    nested in others::
+    that the computation was compiled with the shardings.  So does a jit that
+    only placed a result computed outside any jit (on the host): given, instead
+    of an argument, an array of its shape and dtype holding other values, with no
+    argument reaching it, directly or through jits before it (an eager op runs as
+    one).  The jit may be nested in others::
 
         y = assert_jit_shardings(f, x, in_shardings=s, out_shardings=[s, None])
     """
@@ -877,6 +881,18 @@ def assert_jit_shardings(
             (target is None or _equivalent(c.out_sharding, target, ndim)) and _inputs_ok(c, wanted_in)
             for c in chain
         ):
+            if chain[0].fed is False:
+                raise AssertionFailed(
+                    "computed-before-jit",
+                    f"{label} comes out of jax.jit with the given shardings, but that jit only placed it",
+                    expected="a jit (or the jits before it) given the arguments themselves, computing "
+                    "the result from them",
+                    got=f"jit {chain[0].name!r} was given an array of an argument's shape and dtype "
+                    "holding other values, computed outside any jit (on the host, with NumPy), and none "
+                    "of the arguments",
+                    hint="do the computation inside jax.jit(f, in_shardings=..., out_shardings=...), "
+                    "applied to the arguments themselves, not to values computed before it",
+                )
             continue
         outer = chain[-1]
         want_in = (

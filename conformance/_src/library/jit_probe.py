@@ -10,6 +10,7 @@ whose ``in_shardings``/``out_shardings`` are the ones it was given, with
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -149,13 +150,75 @@ def observe(
 def observe_outputs(
     fn: Any, *args: Any, outputs: Any = None, **kwargs: Any
 ) -> tuple[Any, list[list[JitCall]]]:
-    """``observe`` for every output: ``outputs(result)`` lists them (default: the pytree's leaves)."""
+    """``observe`` for every output: ``outputs(result)`` lists them (default: the pytree's leaves).
+
+    Each chain's first call says whether that execution computed from the call's
+    arguments (``fed``, see ``computed_from``)."""
     import jax
 
     with internals.jit_executions() as seen:
         result = fn(*args, **kwargs)
     leaves = jax.tree_util.tree_leaves(result) if outputs is None else outputs(result)
-    return result, [_chain(seen, leaf) for leaf in leaves]
+    given = [a for a in jax.tree_util.tree_leaves((args, kwargs)) if _is_array(a) and a.ndim >= 1]
+    chains = []
+    for leaf in leaves:
+        chain = _chain(seen, leaf)
+        producer = _producer(seen, len(seen), leaf)
+        if chain and producer is not None:
+            chain[0] = dataclasses.replace(chain[0], fed=computed_from(seen, producer, given))
+        chains.append(chain)
+    return result, chains
+
+
+def _is_array(value: Any) -> bool:
+    import jax
+
+    return isinstance(value, (np.ndarray, jax.Array)) and not isinstance(value, jax.core.Tracer)
+
+
+def _producer(seen: list[internals.Execution], before: int, value: Any) -> int | None:
+    """The index of the latest execution before ``before`` that returned ``value`` itself."""
+    for k in range(before - 1, -1, -1):
+        if any(out is value for out in seen[k].outputs):
+            return k
+    return None
+
+
+def computed_from(seen: list[internals.Execution], index: int, arguments: list[Any]) -> bool | None:
+    """Whether execution ``index`` computed from the call's ``arguments``: it, or an earlier
+    execution whose output it was given, was given an argument itself or an array holding an
+    argument's values (a NumPy argument placed, an argument moved).  False when what it was
+    given instead has an argument's shape and dtype but other values: computed outside any jit
+    (on the host; an eager op is an execution of its own).  None when nothing it was given
+    looks like an argument (reshaped, padded, cast) or an argument cannot be read: unknown,
+    never a verdict."""
+    alike, todo, done = False, [index], set()
+    while todo:
+        k = todo.pop()
+        if k in done:
+            continue
+        done.add(k)
+        for value in seen[k].inputs:
+            if any(value is a for a in arguments):
+                return True
+            earlier = _producer(seen, k, value)
+            if earlier is not None:
+                todo.append(earlier)
+                continue
+            shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+            for argument in arguments:
+                if argument.shape != shape or np.dtype(argument.dtype).newbyteorder("=") != dtype:
+                    continue
+                alike = True
+                readable = not getattr(argument, "is_deleted", lambda: False)() and getattr(
+                    argument, "is_fully_addressable", True
+                )
+                held = _holds(value, np.asarray(argument)) if readable else None
+                if held is None:
+                    return None
+                if held:
+                    return True
+    return False if alike else None
 
 
 def _holds(value: Any, expected: np.ndarray) -> bool | None:

@@ -287,7 +287,7 @@ def fn_layout(kit: Kit, _: None) -> int:
 
 @check(
     "fn.jit",
-    "each result came out of jax.jit with the contract's out shardings",
+    "each result came out of jax.jit with the contract's out shardings, computed there from the arguments",
     declared=True,
     needs=(selftest.JIT_SPY, selftest.JAXPR_JIT),
 )
