@@ -110,18 +110,18 @@ def test_jax_may_compile_a_seen_call_only_for_a_new_kind_of_jit_argument() -> No
     other = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("data",)), PartitionSpec("data"))
     ran = jit_probe.Ran
     f = ["jit(f)"]
-    assert not history.compile_allowed(f, [ran("f", "uncommitted")], [[ran("f", "uncommitted")]])
-    assert not history.compile_allowed(f, [ran("f", "uncommitted")], [[ran("f", "numpy")]])  # placed alike
-    assert history.compile_allowed(f, [ran("f", sharding)], [[ran("f", "uncommitted")], [ran("f", other)]])
-    assert not history.compile_allowed(f, [ran("f", sharding)], [[ran("f", "numpy")], [ran("f", sharding)]])
-    assert history.compile_allowed(f, [ran("f", "numpy")], [[ran("f", sharding)]])
-    assert not history.compile_allowed(f, [], [[ran("f", sharding)]])  # no jit seen: no allowance
+    assert not jit_probe.compile_allowed(f, [ran("f", "uncommitted")], [[ran("f", "uncommitted")]])
+    assert not jit_probe.compile_allowed(f, [ran("f", "uncommitted")], [[ran("f", "numpy")]])  # placed alike
+    assert jit_probe.compile_allowed(f, [ran("f", sharding)], [[ran("f", "uncommitted")], [ran("f", other)]])
+    assert not jit_probe.compile_allowed(f, [ran("f", sharding)], [[ran("f", "numpy")], [ran("f", sharding)]])
+    assert jit_probe.compile_allowed(f, [ran("f", "numpy")], [[ran("f", sharding)]])
+    assert not jit_probe.compile_allowed(f, [], [[ran("f", sharding)]])  # no jit seen: no allowance
     # A staging jit of the implementation's own given something new may compile; the doubling jit,
     # given what it was given before, may not.
     staged = [ran("copy", "numpy"), ran("f", sharding)]
     before = [[ran("copy", sharding), ran("f", sharding)]]
-    assert history.compile_allowed(["jit(copy)"], staged, before)
-    assert not history.compile_allowed(["jit(f)"], staged, before)
+    assert jit_probe.compile_allowed(["jit(copy)"], staged, before)
+    assert not jit_probe.compile_allowed(["jit(f)"], staged, before)
 
 
 PLACED = ("numpy", "uncommitted", "target", "elsewhere")
@@ -163,7 +163,7 @@ def test_the_allowance_model_is_what_jax_jit_really_compiles(size: int, staged: 
             _, _, ran = jit_probe.observe(call, x)
             compiled = [n for n in counter.names[before:] if not internals.is_jax_move(n)]
             if seen:
-                allowed = history.compile_allowed(compiled, ran, seen)
+                allowed = jit_probe.compile_allowed(compiled, ran, seen)
                 assert allowed or not compiled, (order, step, compiled, ran)
                 if not staged:
                     assert allowed == bool(compiled), (order, step, compiled, ran)

@@ -1098,7 +1098,7 @@ def _history_step(kit: Any, earlier: list[Case], case: Case, held: _Held) -> boo
     if (
         compiled
         and same
-        and not history.compile_allowed(compiled, arguments[-1], [arguments[k - 1] for k in same])
+        and not jit_probe.compile_allowed(compiled, arguments[-1], [arguments[k - 1] for k in same])
     ):
         kit.fail(
             "a call whose shape, dtype and mesh came earlier in the history compiled again",

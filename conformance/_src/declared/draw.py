@@ -197,6 +197,12 @@ class Call:
             self.given,
         )
 
+    def jit_key(self) -> tuple[Any, ...]:
+        """``key`` without the placements: what a correct function compiles once for, where JAX's
+        jit compiles apart for each kind of array it is given (jit_probe.compile_allowed)."""
+        ids, names, shape, arguments, given = self.key()
+        return ids, names, shape, tuple(argument[:2] for argument in arguments), given
+
     def describe(self) -> str:
         parts = []
         for arg, host, placement in zip(self.contract.arguments, self.hosts, self.placements, strict=True):

@@ -42,7 +42,7 @@ every key a history reaches, and a failure still ends the history at its step
 
 After every step the kit judges (``judge_step``, from checks.py): the result's
 values (an earlier call's result handed back fails here), dtype and layout;
-and compiles (``compile_allowed``): a call whose (shape, dtype, mesh) came
+and compiles (``jit_probe.compile_allowed``): a call whose (shape, dtype, mesh) came
 earlier in the history compiles nothing of its own, whatever came in between.
 JAX's own caches are allowed exactly this, and no more: the programs JAX
 compiles to move ``x`` into a layout (``internals.JAX_MOVE_PROGRAMS``) are
@@ -94,7 +94,6 @@ from conformance._src.inputs import coverage
 from conformance._src.inputs import strategies as cst
 from conformance._src.inputs.case import Case, MeshArg
 from conformance._src.inputs.schedule import Schedule
-from conformance._src.library.jit_probe import Ran
 from conformance._src.library.show import make_mesh
 from conformance._src.library.strategies import OTHER_AXIS, values_from
 
@@ -144,12 +143,6 @@ def call_key(case: Case) -> Key:
     return (case.n, str(case.dtype), mesh_key(case.mesh))
 
 
-def _kind(argument: Any) -> Any:
-    """What JAX's jit keeps one executable for: a NumPy or an uncommitted array alike (both are
-    placed by the jit), a committed array per sharding (it brings its own layout)."""
-    return "host or uncommitted" if argument in ("numpy", "uncommitted") else argument
-
-
 def twin(case: Case) -> Case | None:
     """``case`` passed another way that JAX's jit treats alike (``recall``): a NumPy x as an
     uncommitted one or the other way round, and, without a mesh, ``mesh=None`` for an omitted
@@ -163,37 +156,6 @@ def twin(case: Case) -> Case | None:
     if placement == case.placement and mesh_arg == case.mesh_arg:
         return None
     return Case(case.values, case.mesh, mesh_arg, placement, case.clocks_ahead)
-
-
-def _runs(name: str, compiled: str) -> bool:
-    return compiled in (name, f"jit({name})")
-
-
-def compile_allowed(compiled: Sequence[str], given: Sequence[Ran], seen: Sequence[Sequence[Ran]]) -> bool:
-    """May a call whose (shape, dtype, mesh) came before compile ``compiled`` (the names of its own
-    programs: JAX's programs for moving ``x`` are never counted, internals.JAX_MOVE_PROGRAMS)?
-
-    Only where JAX's jit does (tests/test_kit_history.py measures it): each jitted function
-    compiles the first time, for this shape, dtype and mesh, that it is given a NumPy or
-    uncommitted array (one kind), or an array committed to a given sharding.  ``given``: every
-    execution of compiled code in this call and what its vector was (jit_probe.Ran), so a jit of
-    the implementation's own that stages ``x`` first is judged as the doubling jit is; ``seen``:
-    the same for each earlier call of this key.  A compile of a function that was given nothing
-    new is not allowed; nor is any compile where no execution was given anything new."""
-    before = [(ran.name, _kind(ran.argument)) for call in seen for ran in call if ran.argument is not None]
-    new = [
-        ran
-        for ran in given
-        if ran.argument is not None
-        and not internals.is_jax_move(ran.name)  # JAX's own programs move x: their compiles are JAX's
-        and (ran.name, _kind(ran.argument)) not in before
-    ]
-    if not new:
-        return False
-    for name in compiled:
-        if any(_runs(ran.name, name) for ran in given) and not any(_runs(ran.name, name) for ran in new):
-            return False  # that function ran, but on nothing new: its cache lost it
-    return True
 
 
 @dataclass

@@ -11,7 +11,7 @@ whose ``in_shardings``/``out_shardings`` are the ones it was given, with
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,6 +145,20 @@ def observe(
         result = fn(x, **kwargs)
     chain = _chain(seen, result, input_values)
     return result, chain, [Ran(e.name, _vector_argument(e)) for e in seen]
+
+
+def watch(fn: Any) -> tuple[Any, list[Ran]]:
+    """Call ``fn()`` for real; return its result and every execution of compiled code in it, each
+    with what it was given (``Ran.argument``: a tuple, one entry per array of rank 1 or more it
+    was given; None where it was given none), for ``compile_allowed``."""
+    with internals.jit_executions() as seen:
+        result = fn()
+    return result, [Ran(e.name, _arguments(e)) for e in seen]
+
+
+def _arguments(execution: internals.Execution) -> tuple[Any, ...] | None:
+    given = [_argument(v) for ndim, v in zip(execution.in_ndims, execution.inputs, strict=False) if ndim >= 1]
+    return tuple(given) or None
 
 
 def observe_outputs(
@@ -295,3 +309,44 @@ def describe(sharding: Any) -> str:
     if name == "UnspecifiedValue":
         return "not given (UnspecifiedValue)"
     return repr(sharding)
+
+
+def _kind(argument: Any) -> Any:
+    """What JAX's jit keeps one executable for: a NumPy or an uncommitted array alike (both are
+    placed by the jit), a committed array per sharding (it brings its own layout); a tuple of
+    these for an execution given several arrays (``watch``)."""
+    if isinstance(argument, tuple):
+        return tuple(_kind(a) for a in argument)
+    return "host or uncommitted" if argument in ("numpy", "uncommitted") else argument
+
+
+def _runs(name: str, compiled: str) -> bool:
+    return compiled in (name, f"jit({name})")
+
+
+def compile_allowed(compiled: Sequence[str], given: Sequence[Ran], seen: Sequence[Sequence[Ran]]) -> bool:
+    """May a call whose (shape, dtype, mesh) came before compile ``compiled`` (the names of its own
+    programs: JAX's programs for moving ``x`` are never counted, internals.JAX_MOVE_PROGRAMS)?
+
+    Only where JAX's jit does (tests/test_kit_history.py measures it): each jitted function
+    compiles the first time, for this shape, dtype and mesh, that it is given a NumPy or
+    uncommitted array (one kind), or an array committed to a given sharding (for an execution
+    given several arrays, a new tuple of these).  ``given``: every
+    execution of compiled code in this call and what its vector was (jit_probe.Ran), so a jit of
+    the implementation's own that stages ``x`` first is judged as the doubling jit is; ``seen``:
+    the same for each earlier call of this key.  A compile of a function that was given nothing
+    new is not allowed; nor is any compile where no execution was given anything new."""
+    before = [(ran.name, _kind(ran.argument)) for call in seen for ran in call if ran.argument is not None]
+    new = [
+        ran
+        for ran in given
+        if ran.argument is not None
+        and not internals.is_jax_move(ran.name)  # JAX's own programs move x: their compiles are JAX's
+        and (ran.name, _kind(ran.argument)) not in before
+    ]
+    if not new:
+        return False
+    for name in compiled:
+        if any(_runs(ran.name, name) for ran in given) and not any(_runs(ran.name, name) for ran in new):
+            return False  # that function ran, but on nothing new: its cache lost it
+    return True

@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from conformance._src import selftest
+from conformance._src import internals, selftest
 from conformance._src.calling import calls as calling
 from conformance._src.calling.calls import Outcome
 from conformance._src.contract.catalogue import KitError, NotApplicable, check
@@ -35,7 +35,7 @@ from conformance._src.declared.contract import (
     tolerance_for,
 )
 from conformance._src.declared.draw import LAYOUTS, Call, Placed
-from conformance._src.library import values
+from conformance._src.library import jit_probe, values
 from conformance._src.library.assertions import (
     AssertionFailed,
     assert_input_intact,
@@ -45,6 +45,7 @@ from conformance._src.library.assertions import (
     assert_values_equal,
     host_copy,
 )
+from conformance._src.library.jit_probe import Ran
 from conformance._src.library.show import mesh_text
 from conformance._src.library.values import flush_subnormals
 from conformance._src.running.kit import Kit
@@ -368,18 +369,32 @@ def fn_raises(kit: Kit, _: None) -> int:
     return kit.search(partial(draw.raising_calls, contract), body, share=0.5, by_placement=False)
 
 
-def judge_compiles_nothing(kit: Kit, call: Call, outcome: Outcome, between: list[str]) -> None:
-    """A call like an earlier one (the same key) compiled nothing; ``between``: what came between
-    the two calls ("other keys", "a call that raised", "time passed"), for the failure's text.
-    The one judgement of ``fn.compile-once`` and ``fn.histories``."""
-    if not outcome.compiles:
+def judge_compiles_nothing(
+    kit: Kit, call: Call, outcome: Outcome, between: list[str], seen: list[list[Ran]] | None = None
+) -> None:
+    """A call like an earlier one (the same key) compiled nothing of its own (JAX's programs that
+    move arrays aside); ``between``: what came between the two calls ("other keys", "a call that
+    raised", "time passed"), for the failure's text.  ``seen``: what each execution was given in
+    each earlier call of a key without placements (``Call.jit_key``), where a jit given a new kind
+    of array may compile, as JAX's own does (jit_probe.compile_allowed).  The one judgement of
+    ``fn.compile-once`` and ``fn.histories``."""
+    compiled = [name for name in outcome.compiled if not internals.is_jax_move(name)]
+    if not compiled:
+        return
+    if seen is not None and jit_probe.compile_allowed(compiled, outcome.executions or [], seen):
         return
     since = f" (since its last call: {', '.join(dict.fromkeys(between))})" if between else ""
+    like = (
+        "the same mesh, shapes and dtypes were called before, and no jit was given a new kind of "
+        "array (a NumPy or uncommitted one, or one committed to a new sharding)"
+        if seen is not None
+        else "the same mesh, shapes, dtypes and placements were called before"
+    )
     kit.fail(
         "a call like an earlier one of this history compiled again",
         call,
-        expected=f"no compile: the same mesh, shapes, dtypes and placements were called before{since}",
-        got=f"{outcome.compiles} backend compile(s): {', '.join(outcome.compiled)}",
+        expected=f"no compile: {like}{since}",
+        got=f"{len(compiled)} backend compile(s): {', '.join(compiled)}",
         hint="keep each jitted function (keyed on everything it depends on, and nothing more): a "
         "cache that evicts, drops entries after an error or after a while, a new jax.jit per "
         "call, a key of object ids, or a shard_map called without a jax.jit around it "
@@ -398,6 +413,7 @@ class _HistoryJudge:
         self.lru: dict[Any, declared_history.Step] = {}  # each key's last step, least recent first
         self.held: list[tuple[int, Any, Any]] = []  # (k, result, its host copy): the last HELD
         self.came_between: dict[Any, list[str]] = {}  # what happened since each key's last call
+        self.ran: dict[Any, list[list[Ran]]] = {}  # what each key's calls gave each execution
         self.clocks = 0  # seconds the function's clocks read ahead at the last call
         kit.history, kit.called = [], []
 
@@ -450,7 +466,7 @@ class _HistoryJudge:
             self.clocks = step.clocks
             for between in self.came_between.values():
                 between.append("time passed")
-        _, outcome = kit.call(call, arguments, clocks=step.clocks, under=step.under)
+        _, outcome = kit.call(call, arguments, clocks=step.clocks, under=step.under, watch_jit=True)
         if step.raises:
             self._raised(step, outcome.error)
             judge_intact(kit, call, arguments)
@@ -474,9 +490,10 @@ class _HistoryJudge:
             hint = _stale_hint(self.done, call, result) or _no_mesh_hint(call) or failed.hint
             kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint)
         judge_intact(kit, call, arguments)
-        key = (call.key(), step.under)  # a context is part of jax.jit's own key
+        key = (call.jit_key(), step.under)  # a context is part of jax.jit's own key
         if key in self.lru:
-            judge_compiles_nothing(kit, call, outcome, self.came_between.get(key) or [])
+            judge_compiles_nothing(kit, call, outcome, self.came_between.get(key) or [], self.ran[key])
+        self.ran.setdefault(key, []).append(list(outcome.executions or []))
         self._judge_held()
         self.done.append(step)
         self.lru.pop(key, None)
@@ -563,7 +580,7 @@ def _stale_hint(done: list[declared_history.Step], call: Call, result: Any) -> s
     "contract's error between calls, and a key called before compiles nothing",
     declared=True,
     history=True,  # runs first (catalogue.run_order); --case replays one of its histories
-    needs=(selftest.COMPILE_COUNT,),
+    needs=(selftest.COMPILE_COUNT, selftest.JIT_SPY),  # the spy: what each call's jits were given
 )
 def fn_histories(kit: Kit, token: str | None) -> int:
     contract = kit.contract

@@ -153,10 +153,11 @@ class Kit:
 
         A declared contract's ``Call``: on its fresh arguments (or the list ``x``), its clocks
         ``clocks`` seconds ahead (calling/clocks.py), ``under`` a context (calling/context.py); the
-        outcome's ``error`` is what it raised.
+        outcome's ``error`` is what it raised, and with ``watch_jit`` its ``executions`` what each
+        execution of compiled code was given (jit_probe.watch).
         """
         if isinstance(case, Call):
-            return self._call_declared(case, x, clocks, under)
+            return self._call_declared(case, x, clocks, under, watch=bool(watch_jit))
         if shared and x is None:
             x, outcome, _ = self.pool.observe(case, lambda c: self._call(c, None, watch_jit=True))
         else:
@@ -230,16 +231,27 @@ class Kit:
             self._hit_cells.setdefault(self.check_id, set()).add(str(coverage.cell_of(case)))
 
     def _call_declared(
-        self, call: Call, arguments: list[Any] | None, clocks_ahead: int, under: tuple[Any, ...]
+        self,
+        call: Call,
+        arguments: list[Any] | None,
+        clocks_ahead: int,
+        under: tuple[Any, ...],
+        *,
+        watch: bool,
     ) -> tuple[Any, Outcome]:
         args = call.arguments() if arguments is None else arguments
         kwargs, impl, mesh = call.keywords(), self.impl, call.mesh
 
         def one() -> Any:
             with clocks.ahead(clocks_ahead), context.entered(under, mesh):
+                if watch:  # what each execution of compiled code was given (jit_probe.watch)
+                    return jit_probe.watch(lambda: finished(impl(*args, **kwargs)))
                 return finished(impl(*args, **kwargs))
 
-        return args, self.run(call, one)
+        outcome = self.run(call, one)
+        if watch and outcome.error is None:
+            outcome.result, outcome.executions = outcome.result
+        return args, outcome
 
     def run(self, call: Call, fn: Callable[[], Any]) -> Outcome:
         """Run ``fn`` (which calls the function) on the runner's thread, as a declared ``call``."""
