@@ -457,6 +457,18 @@ def keyed_on_device_array(x, *, mesh):
     return _doubled(x, first)
 
 
+_BY_ADDRESS = {}
+
+
+def memo_by_address(x, *, mesh):
+    if not isinstance(x, np.ndarray):
+        return _doubled(x, mesh)
+    key = (x.ctypes.data, x.shape, mesh)  # the host buffer, not the values in it
+    if key not in _BY_ADDRESS:
+        _BY_ADDRESS[key] = _doubled(x, mesh)
+    return _BY_ADDRESS[key]
+
+
 X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("layouts", "numpy"))
 PLAIN = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2)
 NONE = Contract(name="rows doubled", arguments=[X], out=ROWS, oracle=lambda x: x * 2, mesh="none")
@@ -533,14 +545,16 @@ def test_numpy_arrays_as_users_have_them_stay_intact(function: str, status: str,
     [
         ("lru_five", "a call like an earlier one of this history compiled again"),
         ("keyed_on_device_array", "which shares the same devices in the same flat order"),
+        ("memo_by_address", "wrote new values into the NumPy arrays of an earlier call"),
     ],
 )
-def test_a_cache_of_five_keys_and_one_blind_to_axis_names_fail_the_planned_histories(
+def test_caches_of_five_keys_blind_to_axis_names_or_keyed_on_host_buffers_fail_the_planned_histories(
     function: str, said: str, tmp_path: Path
 ) -> None:
-    """The planned histories ``wide`` (8 keys, then the first again) and ``names`` (one device
-    array, its axis names reversed) reach these two caches in every run; before them, only a
-    searched history that chanced on either did."""
+    """The planned histories ``wide`` (8 keys, then the first again), ``names`` (one device
+    array, its axis names reversed) and ``moves`` (a NumPy argument rewritten in place, given
+    again) reach these caches in every run; before them, only a searched history that chanced
+    on one did."""
     module = tmp_path / "caches.py"
     module.write_text(ROWS_MODULE)
     done, report = run_kit_report(
@@ -633,7 +647,8 @@ def test_a_declared_history_token_round_trips() -> None:
         pytest.skip("the planned stale history needs 4 devices")
     steps = find(history.stale(contract), lambda _: True, settings=None)
     steps = [
-        *steps[:2],
+        steps[0],
+        history.Step(steps[1].call, rewritten=1),
         history.Step(steps[2].call, back=(1, 0), clocks=600),
         history.Step(steps[3].call, raises=True),
         history.Step(steps[4].call, under=("default_device", int(jax.devices()[-1].id))),
@@ -651,7 +666,13 @@ def test_a_declared_history_token_round_trips() -> None:
             x.tobytes() == y.tobytes() and x.dtype == y.dtype
             for x, y in zip(a.call.hosts, b.call.hosts, strict=True)
         )
-        assert (a.back, a.raises, a.clocks, a.call.given) == (b.back, b.raises, b.clocks, b.call.given)
+        assert (a.back, a.rewritten, a.raises, a.clocks, a.call.given) == (
+            b.back,
+            b.rewritten,
+            b.raises,
+            b.clocks,
+            b.call.given,
+        )
 
 
 @pytest.mark.parametrize("name", ["softmax", "layer_norm", "pjit_double"])

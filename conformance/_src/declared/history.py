@@ -102,13 +102,16 @@ class Step:
     """One call of a history and what came before it.
 
     ``back``: (k, leaf), the k-th call's result (1-based), its leaf-th leaf, passed back as the
-    first argument (its values are what the caller holds: the judge reads them); ``raises``: the
+    first argument (its values are what the caller holds: the judge reads them); ``rewritten``: k,
+    the k-th call's writeable NumPy arguments, the very arrays, given again with this call's
+    values written into them (a caller that reuses its host buffers); ``raises``: the
     first argument's sides do not divide, the contract's error must come; ``clocks``: seconds the
     function's clocks read ahead during the call (calling/clocks.py).
     """
 
     call: Call
     back: tuple[int, int] | None = None
+    rewritten: int | None = None
     raises: bool = False
     clocks: int = 0
     under: tuple[Any, ...] = ()  # the context the call is made in (calling/context.py): () none
@@ -120,6 +123,8 @@ class Step:
             k, leaf = self.back
             name = self.call.contract.first.name
             notes.append(f"{name} is the result of call {k} (leaf {leaf}), passed back")
+        if self.rewritten is not None:
+            notes.append(f"its NumPy arguments are call {self.rewritten}'s arrays, rewritten in place")
         if self.raises:
             error = self.call.contract.raises
             notes.append(f"must raise {error.__name__ if error else 'an error'}")
@@ -258,6 +263,10 @@ class Caller(Protocol):
         """Each key of the history with its last step, least recently used first."""
         ...
 
+    def rewritable(self) -> list[tuple[int, Step]]:
+        """The calls whose writeable NumPy arguments the caller still holds: (k, step)."""
+        ...
+
     def passable(self) -> list[tuple[int, int, Step]]:
         """(k, leaf, step): held results that can be passed back as the first argument of
         ``step``'s form, on its mesh."""
@@ -304,6 +313,8 @@ def steps(contract: Contract, caller: Caller, data: st.DataObject) -> None:
             choices.append("revisit")
         if caller.passable():
             choices.append("pass-back")
+        if caller.rewritable():
+            choices.append("rewrite")
         raising = [step for _, step in keys if can_raise(contract, step.call.mesh)]
         if raising:
             choices.append("raise-between")
@@ -335,6 +346,9 @@ def steps(contract: Contract, caller: Caller, data: st.DataObject) -> None:
         elif choice == "pass-back":
             k, leaf, step = data.draw(st.sampled_from(caller.passable()), label="held result")
             caller.run(replace(_passed_back(contract, k, leaf, step, data), clocks=clocks))
+        elif choice == "rewrite":  # the caller's own host buffers, new values written in, again
+            k, step = data.draw(st.sampled_from(caller.rewritable()), label="call whose arrays")
+            caller.run(Step(_again(contract, step.call, data), rewritten=k, clocks=clocks))
         elif choice == "raise-between":
             earlier = data.draw(st.sampled_from(raising), label="key")
             mesh = earlier.call.mesh
@@ -559,8 +573,9 @@ def names_swapped(draw: st.DrawFn, contract: Contract) -> list[Step]:
 
 @st.composite
 def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
-    """A result passed back (where one can be: the judge skips the step where none is), a call
-    that raises between two calls of one key, the clocks 10 minutes ahead between two calls."""
+    """A result passed back (where one can be: the judge skips the step where none is), a NumPy
+    first argument rewritten in place and given again, twice, a call that raises between two calls
+    of one key, the clocks 10 minutes ahead between two calls."""
     mesh = draw(mesh_strategy(contract, "contract-axes"))
     if not can_raise(contract, mesh):  # where the contract has an error, a mesh that can bring it
         mesh = _raising_mesh(contract) or mesh
@@ -578,6 +593,11 @@ def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
                 back=(1, spec[0]),
             )
         )
+    if NUMPY in contract.first.placements:  # the caller's own buffer, refilled: not the last result
+        host = draw(calls_of(contract, mesh, form, placement=NUMPY))
+        made.append(Step(host))
+        k = len(made)
+        made += [Step(_again_drawn(draw, contract, host), rewritten=k) for _ in range(2)]
     if can_raise(contract, mesh):
         bad = draw(
             calls_of(contract, mesh, draw(forms(contract, [mesh], indivisible=True)), indivisible=True)
@@ -685,6 +705,7 @@ def encode(history: Sequence[Step]) -> str:
                     for host, p in zip(call.hosts, call.placements, strict=True)
                 ],
                 "back": list(step.back) if step.back else None,
+                "rewritten": step.rewritten,
                 "raises": step.raises,
                 "clocks": step.clocks,
                 "under": list(step.under),
@@ -727,6 +748,9 @@ def decode(contract: Contract, token: str, devices: int | None = None) -> list[S
                 form = arg.get("form", "")
                 if form and (arg["kind"] != NUMPY or form not in NUMPY_FORMS):
                     raise ValueError(f"call {k} has a {arg['kind']} argument of an unknown form {form!r}")
+            rewritten = one.get("rewritten")
+            if rewritten is not None and not (isinstance(rewritten, int) and 1 <= rewritten < k):
+                raise ValueError(f"call {k} rewrites the arrays of call {rewritten}, not of an earlier call")
             if len(one["args"]) != len(contract.arguments):
                 raise ValueError(
                     f"call {k} has {len(one['args'])} arguments, the contract {len(contract.arguments)}"
@@ -754,4 +778,12 @@ def _step(contract: Contract, one: dict[str, Any]) -> Step:
     back = tuple(one["back"]) if one["back"] else None
     call = Call(contract, mesh, tuple(hosts), tuple(placements), one.get("given", GIVEN_MESH))
     under = tuple(one.get("under") or ())
-    return Step(call, back=back, raises=bool(one["raises"]), clocks=int(one["clocks"]), under=under)  # type: ignore[arg-type]
+    rewritten = one.get("rewritten")
+    return Step(
+        call,
+        back=back,  # type: ignore[arg-type]
+        rewritten=None if rewritten is None else int(rewritten),
+        raises=bool(one["raises"]),
+        clocks=int(one["clocks"]),
+        under=under,
+    )

@@ -152,7 +152,9 @@ def tolerance_of(call: Call, name: str) -> Any:
         raise KitError(f"conformance: the contract's {name} cannot judge {call.describe()}: {exc}") from None
 
 
-def judge_values(kit: Kit, call: Call, result: Any) -> None:
+def judge_values(kit: Kit, call: Call, result: Any, hint: str | None = None) -> None:
+    """The result's values against the contract's oracle; ``hint``: what fits this call better
+    than the comparison's own hint, where the history says why the values may be wrong."""
     itself = is_itself(call.contract.oracle)
     if itself:  # the function's own result on one device: XLA reads subnormals alike there
         expected, alternatives = reference_of(kit, call), []
@@ -177,7 +179,7 @@ def judge_values(kit: Kit, call: Call, result: Any) -> None:
         )
     except AssertionFailed as failed:
         if not itself:
-            kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=failed.hint)
+            kit.fail(failed.summary, call, expected=failed.expected, got=failed.got, hint=hint or failed.hint)
         kit.fail(
             failed.summary,
             call,
@@ -414,11 +416,27 @@ class _HistoryJudge:
         self.held: list[tuple[int, Any, Any]] = []  # (k, result, its host copy): the last HELD
         self.came_between: dict[Any, list[str]] = {}  # what happened since each key's last call
         self.ran: dict[Any, list[list[Ran]]] = {}  # what each key's calls gave each execution
+        self.buffers: list[tuple[int, list[Any]]] = []  # (k, its arguments): the last HELD given NumPy
         self.clocks = 0  # seconds the function's clocks read ahead at the last call
         kit.history, kit.called = [], []
 
     def keys(self) -> list[tuple[Any, declared_history.Step]]:
         return list(self.lru.items())
+
+    def rewritable(self) -> list[tuple[int, declared_history.Step]]:
+        return [(k, self.done[k - 1]) for k, _ in self.buffers]
+
+    def _rewrite(self, k: int, call: Call, arguments: list[Any]) -> bool:
+        """The k-th call's writeable NumPy arguments, ``call``'s values written into them, in
+        ``arguments``' place; False where the caller no longer holds them."""
+        kept = dict(self.buffers).get(k)
+        if kept is None:
+            return False
+        for j, (old, host) in enumerate(zip(kept, call.hosts, strict=True)):
+            if _writeable(old) and old.shape == host.shape:
+                old[...] = host
+                arguments[j] = old
+        return True
 
     def passable(self) -> list[tuple[int, int, declared_history.Step]]:
         contract = self.kit.contract
@@ -459,6 +477,8 @@ class _HistoryJudge:
             arguments[0], host = found
             call = replace(call, hosts=(host, *call.hosts[1:]))
             step = replace(step, call=call)
+        if step.rewritten is not None and not self._rewrite(step.rewritten, call, arguments):
+            return  # the caller no longer holds those arrays: nothing to rewrite
         assert kit.history is not None and kit.called is not None
         kit.history.append(step)
         kit.called.append(step)
@@ -483,7 +503,7 @@ class _HistoryJudge:
                 return
             kit.fail_raised(call, outcome.error)
         result = outcome.result
-        judge_values(kit, call, result)
+        judge_values(kit, call, result, _REWRITTEN_HINT if step.rewritten is not None else None)
         try:
             assert_layout(result, targets(call))
         except AssertionFailed as failed:
@@ -496,6 +516,7 @@ class _HistoryJudge:
         self.ran.setdefault(key, []).append(list(outcome.executions or []))
         self._judge_held()
         self.done.append(step)
+        self._keep_buffers(arguments)
         self.lru.pop(key, None)
         self.lru[key] = step
         self.came_between[key] = []
@@ -505,6 +526,12 @@ class _HistoryJudge:
         if jax.process_count() == 1:  # across processes a result is judged by its own shards
             self.held.append((len(self.done), result, jax.tree_util.tree_map(np.array, result)))
             del self.held[: -declared_history.HELD]
+
+    def _keep_buffers(self, arguments: list[Any]) -> None:
+        """The caller keeps this call's writeable NumPy arguments, to fill and give again."""
+        if any(_writeable(a) for a in arguments):
+            self.buffers.append((len(self.done), arguments))
+            del self.buffers[: -declared_history.HELD]
 
     def _raised(self, step: declared_history.Step, error: BaseException | None) -> None:
         kit, expected = self.kit, self.kit.contract.raises
@@ -534,6 +561,17 @@ class _HistoryJudge:
                 self.done[k - 1].call,
                 lambda r=result, h=host, k=k: assert_input_intact(h, r, what=f"the result of call {k}"),
             )
+
+
+_REWRITTEN_HINT = (
+    "the caller wrote new values into the NumPy arrays of an earlier call and passed them again: "
+    "a cache keyed on the array itself (id(x), x.ctypes.data, its buffer) hands back the earlier "
+    "call's result; key on the values, or do not cache results"
+)
+
+
+def _writeable(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.flags.writeable and value.size > 0
 
 
 def _mesh_of(leaf: Any) -> Any:

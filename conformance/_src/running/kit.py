@@ -32,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 
 from conformance._src import internals, selftest
 from conformance._src.calling import clocks, context
@@ -828,11 +829,16 @@ class Kit:
         shrink: bool = True,
     ) -> int:
         count = [0]
+        failed: list[CheckFailure] = []  # the latest failure, where Hypothesis ends in its own error
 
         def one(example: Any) -> None:
             count[0] += 1
             self.history = self.called = None
-            self._step(None, lambda: body(example))  # across processes: agreed by all (_step)
+            try:
+                self._step(None, lambda: body(example))  # across processes: agreed by all (_step)
+            except CheckFailure as failure:
+                failed[:] = [failure]
+                raise
 
         test = settings(
             max_examples=examples,
@@ -859,4 +865,8 @@ class Kit:
                 if first is None:
                     raise
                 raise first from None
+            except Flaky:  # a replay drew otherwise: the state left by earlier examples failed it sooner
+                if not failed:
+                    raise
+                raise failed[0] from None
         return count[0]
