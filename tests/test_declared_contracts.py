@@ -464,9 +464,9 @@ def memo_by_address(x, *, mesh):
     if not isinstance(x, np.ndarray):
         return _doubled(x, mesh)
     key = (x.ctypes.data, x.shape, mesh)  # the host buffer, not the values in it
-    if key not in _BY_ADDRESS:
-        _BY_ADDRESS[key] = _doubled(x, mesh)
-    return _BY_ADDRESS[key]
+    if key not in _BY_ADDRESS:  # x kept: its buffer is never freed for another array to take
+        _BY_ADDRESS[key] = (x, _doubled(x, mesh))
+    return _BY_ADDRESS[key][1]
 
 
 X = Argument("x", rank=2, dtypes=("float32",), layouts=(ROWS,), placements=("layouts", "numpy"))
