@@ -69,5 +69,6 @@ CONTRACT = Contract(
     rtol=0.0,
     atol=0.0,
     raises=ValueError,
+    min_side=0,
     max_side=64,
 )

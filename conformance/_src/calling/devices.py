@@ -13,6 +13,7 @@ over ``--xla_force_host_platform_device_count`` and touches no other flag.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING
 
 from conformance._src import internals
@@ -21,6 +22,13 @@ if TYPE_CHECKING:
     import jax
 
 DEFAULT_DEVICES = 8
+
+
+def jax_version() -> tuple[int, ...]:
+    """The installed JAX's release as a tuple of ints (``0.7.2`` -> ``(0, 7, 2)``)."""
+    import jax
+
+    return tuple(int(part) for part in re.findall(r"\d+", jax.__version__)[:3])
 
 
 class DeviceSetupError(RuntimeError):

@@ -15,20 +15,14 @@ judges the inputs it hits.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from conformance._src.calling.devices import jax_version
+from conformance._src.declared.draw import JIT_SPLITS_EMPTY_FROM
 from conformance._src.declared.terms import data_axis_size
 from conformance._src.inputs.case import Case, process_copy_elsewhere
-
-
-def jax_version() -> tuple[int, ...]:
-    """The installed JAX's release as a tuple of ints (``0.7.2`` -> ``(0, 7, 2)``)."""
-    import jax
-
-    return tuple(int(part) for part in re.findall(r"\d+", jax.__version__)[:3])
 
 
 def _text(version: tuple[int, ...]) -> str:
@@ -78,7 +72,7 @@ EMPTY_SPLIT = KnownBug(
         "jax.jit raises AssertionError('Unexpected XLA sharding override') for a length-0 array "
         "split over more than one device"
     ),
-    fixed_in=(0, 9, 1),
+    fixed_in=JIT_SPLITS_EMPTY_FROM,
     message="Unexpected XLA sharding override",
     error=AssertionError,
     hits=lambda case: case.n == 0 and data_axis_size(case.mesh) > 1,

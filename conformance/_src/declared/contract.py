@@ -368,9 +368,14 @@ class Contract:
         if not (
             isinstance(self.min_side, int)
             and isinstance(self.max_side, int)
-            and 1 <= self.min_side <= self.max_side
+            and 0 <= self.min_side <= self.max_side
+            and self.max_side >= 1
         ):
-            raise ContractError("max_side", (self.min_side, self.max_side), "needs 1 <= min_side <= max_side")
+            raise ContractError(
+                "max_side",
+                (self.min_side, self.max_side),
+                "needs 0 <= min_side <= max_side, 1 <= max_side",
+            )
 
     def _axes_known(self, spec: PartitionSpec, where: str) -> None:
         for name in spec_axes(spec):

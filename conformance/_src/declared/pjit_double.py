@@ -113,5 +113,6 @@ def full() -> Contract:
         rtol=0.0,
         atol=0.0,
         raises=ValueError,
+        min_side=0,
         max_side=64,
     )
