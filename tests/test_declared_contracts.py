@@ -675,6 +675,39 @@ def test_a_declared_history_token_round_trips() -> None:
         )
 
 
+def test_a_contract_of_min_side_0_draws_empty_sides_split_as_its_layouts_say() -> None:
+    """One side in 8 is 0 (shrinking away from it), on meshes that split it too where JAX's jit
+    can (0.9.1 and later); a contract of min_side=1 never draws one."""
+    import jax
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from conformance._src.calling.devices import jax_version
+    from conformance._src.declared import draw
+    from conformance._src.declared.contract import load
+
+    def empty_splits(contract: Any) -> list[int]:
+        """How many devices split each empty first argument drawn."""
+        found: list[int] = []
+
+        @settings(max_examples=80, database=None, deadline=None)
+        @given(st.data())
+        def drawn(data: st.DataObject) -> None:
+            call = data.draw(draw.calls(contract))
+            if 0 in call.hosts[0].shape:
+                found.append(int(call.mesh.shape["data"]) if call.given == draw.GIVEN_MESH else 1)
+
+        drawn()
+        return found
+
+    base = load(f"{EXAMPLES / 'pjit_double.py'}:CONTRACT")
+    assert not empty_splits(dataclasses.replace(base, min_side=1))
+    empty = empty_splits(dataclasses.replace(base, min_side=0))
+    assert empty
+    if len(jax.devices()) > 1 and jax_version() >= draw.JIT_SPLITS_EMPTY_FROM:
+        assert max(empty) > 1, empty
+
+
 @pytest.mark.parametrize("name", ["softmax", "layer_norm", "pjit_double"])
 def test_the_planned_wide_and_names_swapped_histories_are_what_they_say(name: str) -> None:
     """wide: WIDE keys, each on a mesh of its own, then the first three again (a cache bounded to
