@@ -675,6 +675,76 @@ def test_a_declared_history_token_round_trips() -> None:
         )
 
 
+FREE_SIDE_MODULE = """
+import functools
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from conformance.contracts import Argument, Contract
+
+ROWS = P("data", None)
+
+
+@functools.cache
+def _jitted(mesh):
+    rows = NamedSharding(mesh, ROWS)
+    return jax.jit(lambda a, b: a @ b.T, in_shardings=(rows, rows), out_shardings=rows), rows
+
+
+def scores(q, k, *, mesh):
+    jitted, rows = _jitted(mesh)
+    return jitted(jax.device_put(q, rows), jax.device_put(k, rows))
+
+
+Q = Argument("q", rank=2, dtypes=("float32",), layouts=(ROWS,), values={"min_value": -4.0, "max_value": 4.0})
+K = Argument("k", shape=lambda q: (None, q[1]), layouts=(ROWS,), values={"min_value": -4.0, "max_value": 4.0})
+CONTRACT = Contract(name="scores", arguments=[Q, K], out=ROWS, oracle=lambda q, k: q @ k.T, atol=1e-3)
+
+
+def _bad_shape(q):
+    return (q[0], q[1]) if q[0] <= 4 else ("many", q[1])
+
+
+BROKEN_SHAPE = Contract(
+    name="scores",
+    arguments=[Q, Argument("k", shape=_bad_shape, layouts=(ROWS,))],
+    out=ROWS,
+    oracle=lambda q, k: q @ k.T,
+    atol=1e-3,
+    rtol=1e-4,
+)
+"""
+
+
+def test_a_free_side_of_a_later_argument_is_judged_in_every_history(tmp_path: Path) -> None:
+    """The planned stale history narrows the first argument's sides for a later mesh; a side a
+    later argument's ``shape`` leaves free (None) keeps the one drawn (a crash in the kit's own
+    code before, a NOT CONFORMING verdict for a correct function)."""
+    module = tmp_path / "free_side.py"
+    module.write_text(FREE_SIDE_MODULE)
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:scores", "--contract", f"{module}:CONTRACT",
+        "--check", "fn.histories", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert report is not None and statuses(report)["fn.histories"] == "passed", done.stdout[-3000:]
+
+
+def test_a_draw_the_contract_breaks_is_a_kit_error_not_a_verdict(tmp_path: Path) -> None:
+    """No call of the function was made: a draw that raises (here the contract's own shape=)
+    ends KIT ERROR (exit 3), never NOT CONFORMING."""
+    module = tmp_path / "free_side.py"
+    module.write_text(FREE_SIDE_MODULE)
+    done, report = run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:scores", "--contract", f"{module}:BROKEN_SHAPE",
+        "--check", "fn.values", "--hypothesis-seed=0",
+    )  # fmt: skip
+    assert report is not None and done.returncode == 3, done.stdout[-3000:]
+    assert statuses(report)["fn.values"] == "kit error", done.stdout[-3000:]
+    assert "no call of the function was made" in done.stdout, done.stdout[-3000:]
+
+
 def test_a_contract_of_min_side_0_draws_empty_sides_split_as_its_layouts_say() -> None:
     """One side in 8 is 0 (shrinking away from it), on meshes that split it too where JAX's jit
     can (0.9.1 and later); a contract of min_side=1 never draws one."""

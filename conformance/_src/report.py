@@ -194,8 +194,8 @@ def headline(report: Report) -> str:
     elif verdict is RunVerdict.KIT_ERROR:
         errors = [r.id for r in every if r.status is Status.KIT_ERROR]
         text += (
-            f": the kit could not judge {len(errors)} check(s) on the installed versions "
-            f"({', '.join(errors)}); this run does not show conformance"
+            f": the kit could not judge {len(errors)} check(s) ({', '.join(errors)}), each for the "
+            f"reason its message gives; this run does not show conformance"
         )
     elif verdict is RunVerdict.NOT_CONFORMING:
         broken = [r.id for r in every if r.status in BROKEN]

@@ -49,7 +49,7 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, PartitionSpec
 
 from conformance._src.calling import context
-from conformance._src.declared.contract import MESH_KEYWORD, MESH_NONE, NUMPY, Contract
+from conformance._src.declared.contract import MESH_KEYWORD, MESH_NONE, NUMPY, Contract, tied_shape
 from conformance._src.declared.draw import (
     GIVEN_KINDS,
     GIVEN_MESH,
@@ -423,10 +423,15 @@ def _only_on(contract: Contract, form: Form, mesh: Mesh, not_on: Mesh) -> Form |
         if fitting:
             sides[d] = fitting[0]
     first = tuple(sides)
-    shapes = [first] + [
-        tuple(int(v) for v in arg.shape(first)) if arg.shape is not None else shape
-        for arg, shape in zip(contract.arguments[1:], form.shapes[1:], strict=True)
-    ]
+    shapes = (
+        [first]
+        + [  # a side the shape leaves free (None) keeps the one drawn
+            tuple(s if t is None else t for s, t in zip(shape, tied_shape(arg, first), strict=True))
+            if arg.shape is not None
+            else shape
+            for arg, shape in zip(contract.arguments[1:], form.shapes[1:], strict=True)
+        ]
+    )
     narrow = Form(tuple(shapes), form.dtypes)
     return narrow if fits(contract, narrow, mesh) and not fits(contract, narrow, not_on) else None
 

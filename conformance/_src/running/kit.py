@@ -814,9 +814,13 @@ class Kit:
         shrink: bool = True,
     ) -> int:
         """Run ``body`` on ``examples`` examples of ``strategy`` (None: the profile's examples
-        times ``share``), the failure raised (shrunk where ``shrink``); return the count."""
+        times ``share``), the failure raised (shrunk where ``shrink``); return the count.  One
+        example is never the simplest (``_past_the_simplest``): a planned history would otherwise
+        be drawn with all-zero values, the smallest shapes and the first choices, every run."""
         if examples is None:
             examples = max(1, round(EXAMPLES.get(self.profile, EXAMPLES["default"]) * share))
+        if examples == 1:
+            strategy = _past_the_simplest(strategy)
         return self._search(strategy, body, examples=examples, salt=salt, shrink=shrink)
 
     def _search(
@@ -830,6 +834,7 @@ class Kit:
     ) -> int:
         count = [0]
         failed: list[CheckFailure] = []  # the latest failure, where Hypothesis ends in its own error
+        judged: list[BaseException] = []  # what the examples' judging raised (the rest: drawing)
 
         def one(example: Any) -> None:
             count[0] += 1
@@ -838,6 +843,9 @@ class Kit:
                 self._step(None, lambda: body(example))  # across processes: agreed by all (_step)
             except CheckFailure as failure:
                 failed[:] = [failure]
+                raise
+            except BaseException as error:
+                judged.append(error)
                 raise
 
         test = settings(
@@ -869,4 +877,14 @@ class Kit:
                 if not failed:
                     raise
                 raise failed[0] from None
+            except (CheckFailure, KitError, NotApplicable, ImplementationHung):
+                raise
+            except Exception as error:
+                if any(error is e for e in judged):
+                    raise
+                raise KitError(  # no call was made: the kit's own draw broke, not the function
+                    f"conformance: the kit could not draw an input of {self.check_id} for this "
+                    f"contract ({type(error).__name__}: {error}); no call of the function was made: "
+                    "the contract's own functions (shape=, oracle, tolerances) or the kit raised it"
+                ) from error
         return count[0]

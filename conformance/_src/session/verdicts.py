@@ -156,6 +156,7 @@ def teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
         Status.FAILED: "failed",
         Status.CRASHED: "failed",
         Status.XFAILED: "xfailed",
+        Status.KIT_ERROR: "error",  # a failed pytest report: "skipped" breaks pytest's -rs summary
     }.get(verdict.status, "skipped")
     return category, letters.get(verdict.status, "?"), verdict.status.value.upper()
 
