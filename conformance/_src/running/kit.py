@@ -834,7 +834,7 @@ class Kit:
     ) -> int:
         count = [0]
         failed: list[CheckFailure] = []  # the latest failure, where Hypothesis ends in its own error
-        judged: list[BaseException] = []  # what the examples' judging raised (the rest: drawing)
+        judged: list[BaseException] = []  # what judging an example raised last (the rest: drawing)
 
         def one(example: Any) -> None:
             count[0] += 1
@@ -845,7 +845,7 @@ class Kit:
                 failed[:] = [failure]
                 raise
             except BaseException as error:
-                judged.append(error)
+                judged[:] = [error]  # the latest only: a failure's replay raises last
                 raise
 
         test = settings(
@@ -885,6 +885,6 @@ class Kit:
                 raise KitError(  # no call was made: the kit's own draw broke, not the function
                     f"conformance: the kit could not draw an input of {self.check_id} for this "
                     f"contract ({type(error).__name__}: {error}); no call of the function was made: "
-                    "the contract's own functions (shape=, oracle, tolerances) or the kit raised it"
+                    "the contract's own shape= functions or the kit raised it"
                 ) from error
         return count[0]
