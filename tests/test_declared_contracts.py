@@ -50,7 +50,7 @@ def _good(**change: Any) -> dict[str, Any]:
         ({"dtype": "float32"}, "dtype", "must be a function of the input dtypes"),
         ({"raises": "ValueError"}, "raises", "must be an exception class"),
         ({"keywords": {1: 2}}, "keywords", "dict of keyword options"),
-        ({"min_side": 5, "max_side": 4}, "max_side", "1 <= min_side <= max_side"),
+        ({"min_side": 5, "max_side": 4}, "max_side", "0 <= min_side <= max_side, 1 <= max_side"),
     ],
 )
 def test_a_bad_contract_field_is_one_error_naming_it(change: dict[str, Any], field: str, words: str) -> None:
