@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -367,15 +368,24 @@ CONTRACT = Contract(name="kept", arguments=[X], out=P("data"), oracle=lambda x: 
 """
 
 
+def _seeded_run(
+    module: Path, source: str, function: str, contract: str, *checks: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """``source`` written to ``module``, its ``function`` judged under its ``contract`` by
+    ``checks`` alone, --hypothesis-seed=0: the run and its JSON report."""
+    module.write_text(source)
+    return run_kit_report(
+        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:{contract}",
+        *(a for c in checks for a in ("--check", c)), "--hypothesis-seed=0",
+    )  # fmt: skip
+
+
 def test_64_bit_dtypes_are_drawn_only_where_jax_enable_x64_is_on(tmp_path: Path) -> None:
     """Without x64, JAX makes a float64 argument float32: the kit drew it anyway, and a correct
     function failed fn.dtype and fn.input-intact (the arguments' dtype changed)."""
-    module = tmp_path / "x64.py"
-    module.write_text(X64_MODULE)
-    done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:kept", "--contract", f"{module}:CONTRACT",
-        "--check", "fn.dtype", "--check", "fn.input-intact", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done, report = _seeded_run(
+        tmp_path / "x64.py", X64_MODULE, "kept", "CONTRACT", "fn.dtype", "fn.input-intact"
+    )
     assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
     found = statuses(report)
     assert (found["fn.dtype"], found["fn.input-intact"]) == ("passed", "passed"), done.stdout[-3000:]
@@ -508,12 +518,9 @@ def test_a_function_given_no_mesh_is_judged_on_the_first_device(
     """mesh="none", or mesh=None and no mesh where mesh_optional: the result's target is the
     first device alone.  Before, a declared call's target was always the drawn mesh: a correct
     function that takes no mesh failed, and one that lays mesh=None out over every device passed."""
-    module = tmp_path / "no_mesh.py"
-    module.write_text(ROWS_MODULE)
-    done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:{contract}",
-        "--check", "fn.layout", "--check", "fn.histories", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done, report = _seeded_run(
+        tmp_path / "no_mesh.py", ROWS_MODULE, function, contract, "fn.layout", "fn.histories"
+    )
     assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
     found, out = statuses(report), done.stdout[-3000:]
     if failing is None:
@@ -530,12 +537,9 @@ def test_a_function_given_no_mesh_is_judged_on_the_first_device(
 def test_numpy_arrays_as_users_have_them_stay_intact(function: str, status: str, tmp_path: Path) -> None:
     """placements=("numpy-forms",): strided and reversed views, the other byte order, read-only;
     the caller's array keeps its values, byte order and flags (before: only plain NumPy arrays)."""
-    module = tmp_path / "numpy_forms.py"
-    module.write_text(ROWS_MODULE)
-    done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:NUMPY_FORMS",
-        "--check", "fn.input-intact", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done, report = _seeded_run(
+        tmp_path / "numpy_forms.py", ROWS_MODULE, function, "NUMPY_FORMS", "fn.input-intact"
+    )
     assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
     assert statuses(report)["fn.input-intact"] == status, done.stdout[-3000:]
 
@@ -555,12 +559,7 @@ def test_caches_of_five_keys_blind_to_axis_names_or_keyed_on_host_buffers_fail_t
     array, its axis names reversed) and ``moves`` (a NumPy argument rewritten in place, given
     again) reach these caches in every run; before them, only a searched history that chanced
     on one did."""
-    module = tmp_path / "caches.py"
-    module.write_text(ROWS_MODULE)
-    done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:{function}", "--contract", f"{module}:PLAIN",
-        "--check", "fn.histories", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done, report = _seeded_run(tmp_path / "caches.py", ROWS_MODULE, function, "PLAIN", "fn.histories")
     assert report is not None, done.stdout[-3000:] + done.stderr[-2000:]
     assert statuses(report)["fn.histories"] == "failed" and said in done.stdout, done.stdout[-3000:]
 
@@ -722,24 +721,18 @@ def test_a_free_side_of_a_later_argument_is_judged_in_every_history(tmp_path: Pa
     """The planned stale history narrows the first argument's sides for a later mesh; a side a
     later argument's ``shape`` leaves free (None) keeps the one drawn (a crash in the kit's own
     code before, a NOT CONFORMING verdict for a correct function)."""
-    module = tmp_path / "free_side.py"
-    module.write_text(FREE_SIDE_MODULE)
-    done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:scores", "--contract", f"{module}:CONTRACT",
-        "--check", "fn.histories", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done, report = _seeded_run(
+        tmp_path / "free_side.py", FREE_SIDE_MODULE, "scores", "CONTRACT", "fn.histories"
+    )
     assert report is not None and statuses(report)["fn.histories"] == "passed", done.stdout[-3000:]
 
 
 def test_a_draw_the_contract_breaks_is_a_kit_error_not_a_verdict(tmp_path: Path) -> None:
     """No call of the function was made: a draw that raises (here the contract's own shape=)
     ends KIT ERROR (exit 3), never NOT CONFORMING."""
-    module = tmp_path / "free_side.py"
-    module.write_text(FREE_SIDE_MODULE)
-    done, report = run_kit_report(
-        "--pyargs", "conformance", "--impl", f"{module}:scores", "--contract", f"{module}:BROKEN_SHAPE",
-        "--check", "fn.values", "--hypothesis-seed=0",
-    )  # fmt: skip
+    done, report = _seeded_run(
+        tmp_path / "free_side.py", FREE_SIDE_MODULE, "scores", "BROKEN_SHAPE", "fn.values"
+    )
     assert report is not None and done.returncode == 3, done.stdout[-3000:]
     assert statuses(report)["fn.values"] == "kit error", done.stdout[-3000:]
     assert "no call of the function was made" in done.stdout, done.stdout[-3000:]
