@@ -277,10 +277,11 @@ class Caller(Protocol):
         ...
 
 
-def _again(contract: Contract, call: Call, data: st.DataObject) -> Call:
-    """``call``'s mesh, shapes, dtypes and placements, with new values."""
+def _again(draw: Callable[..., Any], contract: Contract, call: Call) -> Call:
+    """``call`` (its mesh, shapes, dtypes, placements: its key) with new values; ``draw``: a
+    composite's draw, or a ``DataObject``'s."""
     hosts = tuple(
-        data.draw(_host(arg, host.dtype.name, host.shape), label=f"{arg.name} values")
+        draw(_host(arg, host.dtype.name, host.shape))
         for arg, host in zip(contract.arguments, call.hosts, strict=True)
     )
     return replace(call, hosts=hosts)
@@ -289,7 +290,7 @@ def _again(contract: Contract, call: Call, data: st.DataObject) -> Call:
 def _passed_back(contract: Contract, k: int, leaf: int, step: Step, data: st.DataObject) -> Step:
     """The first argument: the k-th result's leaf (laid out as the contract's out spec says, on
     its own mesh); the others with new values, as in ``step``."""
-    call = _again(contract, step.call, data)
+    call = _again(data.draw, contract, step.call)
     spec = out_specs(contract)[leaf]
     placements = (Placed(LAYOUTS, spec), *call.placements[1:])
     return Step(replace(call, placements=placements), back=(k, leaf))
@@ -342,25 +343,25 @@ def steps(contract: Contract, caller: Caller, data: st.DataObject) -> None:
             caller.run(Step(call, clocks=clocks))
         elif choice == "revisit":
             _, earlier = data.draw(st.sampled_from(keys), label="key")
-            caller.run(Step(_again(contract, earlier.call, data), clocks=clocks))
+            caller.run(Step(_again(data.draw, contract, earlier.call), clocks=clocks))
         elif choice == "pass-back":
             k, leaf, step = data.draw(st.sampled_from(caller.passable()), label="held result")
             caller.run(replace(_passed_back(contract, k, leaf, step, data), clocks=clocks))
         elif choice == "rewrite":  # the caller's own host buffers, new values written in, again
             k, step = data.draw(st.sampled_from(caller.rewritable()), label="call whose arrays")
-            caller.run(Step(_again(contract, step.call, data), rewritten=k, clocks=clocks))
+            caller.run(Step(_again(data.draw, contract, step.call), rewritten=k, clocks=clocks))
         elif choice == "raise-between":
             earlier = data.draw(st.sampled_from(raising), label="key")
             mesh = earlier.call.mesh
             form = data.draw(forms(contract, [mesh], indivisible=True), label="indivisible form")
             bad = data.draw(calls_of(contract, mesh, form, indivisible=True), label="call")
             caller.run(Step(bad, raises=True, clocks=clocks))
-            caller.run(Step(_again(contract, earlier.call, data), clocks=clocks))
+            caller.run(Step(_again(data.draw, contract, earlier.call), clocks=clocks))
         else:
             clocks += 60 * data.draw(st.sampled_from(MINUTES), label="minutes")
         keys = caller.keys()
         if len(keys) > 1:  # the least recently used key again: a bounded cache evicted it first
-            caller.run(Step(_again(contract, keys[0][1].call, data), clocks=clocks))
+            caller.run(Step(_again(data.draw, contract, keys[0][1].call), clocks=clocks))
 
 
 # ---------------------------------------------------------------------------
@@ -493,15 +494,6 @@ def depth(draw: st.DrawFn, contract: Contract) -> list[Step]:
     return [Step(call) for call in made]
 
 
-def _again_drawn(draw: st.DrawFn, contract: Contract, call: Call) -> Call:
-    """``call`` (its mesh, shapes, dtypes, placements: its key) with new values."""
-    hosts = tuple(
-        draw(_host(arg, host.dtype.name, host.shape))
-        for arg, host in zip(contract.arguments, call.hosts, strict=True)
-    )
-    return replace(call, hosts=hosts)
-
-
 def _distinct_meshes(contract: Contract, draw: Callable[..., Any]) -> list[Mesh]:
     """``WIDE`` meshes that differ from each other: each device alone, in a drawn order; across
     processes (every mesh keeps every device), every device in drawn orders."""
@@ -533,7 +525,7 @@ def wide(draw: st.DrawFn, contract: Contract) -> list[Step]:
         made = [draw(calls_of(contract, mesh, draw(forms(contract, [mesh])))) for mesh in meshes]
     if len(made) < 4:  # too few keys for a revisit to come after others pushed it out
         return []
-    made += [_again_drawn(draw, contract, call) for call in made[:3]]
+    made += [_again(draw, contract, call) for call in made[:3]]
     return [Step(call) for call in made]
 
 
@@ -602,7 +594,7 @@ def moves(draw: st.DrawFn, contract: Contract) -> list[Step]:
         host = draw(calls_of(contract, mesh, form, placement=NUMPY))
         made.append(Step(host))
         k = len(made)
-        made += [Step(_again_drawn(draw, contract, host), rewritten=k) for _ in range(2)]
+        made += [Step(_again(draw, contract, host), rewritten=k) for _ in range(2)]
     if can_raise(contract, mesh):
         bad = draw(
             calls_of(contract, mesh, draw(forms(contract, [mesh], indivisible=True)), indivisible=True)
